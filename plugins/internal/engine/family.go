@@ -1,0 +1,67 @@
+package engine
+
+import (
+	"io"
+	"io/fs"
+
+	"github.com/cdiexec/cdi/spec"
+)
+
+// Family is what a plugin binary contributes: its name, the resource-types
+// it serves and how it discovers devices.
+type Family struct {
+	// Name is the plugin's binary name, e.g. "drm".
+	Name string
+	// Types lists the resource-types the plugin serves; empty means any.
+	Types []string
+	// Discover lists the resource-specs the configuration serves and the
+	// devices behind them. Errors about the configuration's args should be
+	// spec errors with CodeInvalidConfig; other errors become CodeInternal.
+	Discover func(h *Host) (*Inventory, error)
+}
+
+// Host is what discovery may look at: the configuration and the device
+// tree under the `root` arg.
+type Host struct {
+	Config *spec.Config
+	// Root is the `root` arg (default "/"), prefixed to every /dev and /sys
+	// lookup. Paths a family returns are host paths, never prefixed.
+	Root string
+	// FS is the tree at Root; discovery reads through it so tests can use a
+	// fixture tree or fstest.MapFS.
+	FS fs.FS
+	// Stderr is for diagnostics; stdout belongs to the protocol.
+	Stderr io.Writer
+}
+
+// Inventory is the result of discovery.
+type Inventory struct {
+	// Resources are the resource-specs the configuration serves, including
+	// ones with no device right now (INFO reports them with count 0).
+	// Requests for any other resource-spec are code 4.
+	Resources []spec.ResourceSpec
+	// Devices are in the order allocation prefers among equals.
+	Devices []Device
+}
+
+// Device is one allocatable device.
+type Device struct {
+	// ID is stable across reboots and re-enumeration (a PCI address, a
+	// path), valid per spec.CheckDeviceID.
+	ID       string
+	Resource spec.ResourceSpec
+	// Nodes are the device nodes a container gets, by host path.
+	Nodes []spec.DeviceNode
+	// NUMANode is nil when unknown.
+	NUMANode *int
+	Healthy  bool
+	// Shared marks devices visible from more than one node.
+	Shared bool
+	// Capacity is the number of usage slots; 0 means the config's
+	// `capacity` arg (default 1).
+	Capacity    int
+	Properties  map[string]string
+	Env         map[string]string
+	Mounts      []spec.Mount
+	Annotations map[string]string
+}

@@ -1,0 +1,213 @@
+package skel
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"strings"
+
+	"github.com/cdiexec/cdi/spec"
+)
+
+// Environment variables of the protocol.
+const (
+	EnvCommand         = "CDI_COMMAND"
+	EnvVersion         = "CDI_VERSION"
+	EnvRequest         = "CDI_REQUEST"
+	EnvRequestID       = "CDI_REQUEST_ID"
+	EnvNUMALocality    = "CDI_REQUEST_NUMA_LOCALITY"
+	EnvRequestDevices  = "CDI_REQUEST_DEVICES"
+	EnvValidRequestIDs = "CDI_VALID_REQUEST_IDS"
+)
+
+// Commands, upper-cased. CDI_COMMAND is matched case-insensitively.
+const (
+	CmdVersion = "VERSION"
+	CmdInfo    = "INFO"
+	CmdAdd     = "ADD"
+	CmdDel     = "DEL"
+	CmdList    = "LIST"
+	CmdGC      = "GC"
+)
+
+// Args is what a callback receives: the negotiated version, the checked
+// configuration and the parsed parameters of its command.
+type Args struct {
+	Command string
+	// Version is the protocol version of this call; results are written in it.
+	Version string
+	Config  *spec.Config
+	// Request and RequestID are set for ADD; RequestID also for DEL.
+	Request   spec.Request
+	RequestID string
+	// NUMANodes is CDI_REQUEST_NUMA_LOCALITY, nil when unset (ADD).
+	NUMANodes []int
+	// Devices is CDI_REQUEST_DEVICES, nil when unset (ADD, 0.1.0).
+	Devices []string
+	// ValidRequestIDs is CDI_VALID_REQUEST_IDS (GC).
+	ValidRequestIDs []string
+	// Stderr is where a plugin logs; stdout belongs to the protocol.
+	Stderr io.Writer
+}
+
+// Plugin holds a plugin's callbacks, one per command. A nil callback is an
+// unsupported command (code 3). Errors should be *spec.Error; any other
+// error is reported as code 14 with its text as details.
+type Plugin struct {
+	Info func(*Args) (*spec.InfoResult, error)
+	Add  func(*Args) (*spec.AddResult, error)
+	Del  func(*Args) error
+	List func(*Args) (*spec.ListResult, error)
+	GC   func(*Args) (*spec.GCResult, error)
+
+	// Types lists the resource-types the plugin serves; a configuration of
+	// another type is code 9. Empty means any type.
+	Types []string
+}
+
+// Dispatcher runs a Plugin against an environment and standard streams.
+// Tests inject their own; Main uses the process's.
+type Dispatcher struct {
+	LookupEnv func(string) (string, bool)
+	Stdin     io.Reader
+	Stdout    io.Writer
+	Stderr    io.Writer
+}
+
+// Main runs p with the process's environment and streams and exits with the
+// status the protocol prescribes.
+func Main(p Plugin) {
+	d := Dispatcher{LookupEnv: os.LookupEnv, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
+	os.Exit(d.Run(p))
+}
+
+// Run dispatches one command and returns the exit status: 0 on success, 1 on
+// error, and always 0 for DEL.
+func (d *Dispatcher) Run(p Plugin) int {
+	cmd := strings.ToUpper(d.getenv(EnvCommand))
+	if cmd == CmdVersion {
+		return d.write(spec.VersionResult{CDIVersion: spec.Current, SupportedVersions: spec.SupportedVersions()}, 0)
+	}
+	stdin, readErr := io.ReadAll(io.LimitReader(d.Stdin, spec.MaxConfigSize+1))
+	version := d.errorVersion(stdin)
+	result, err := d.dispatch(&p, cmd, stdin, readErr)
+	if err != nil {
+		return d.writeError(version, err, exitStatus(cmd, 1))
+	}
+	return d.write(result, 0)
+}
+
+// errorVersion picks the version an error document is written in: the
+// caller's CDI_VERSION if supported, else the configuration's, else ours.
+func (d *Dispatcher) errorVersion(stdin []byte) string {
+	if v := d.getenv(EnvVersion); spec.IsSupported(v) {
+		return v
+	}
+	if v := spec.PeekVersion(stdin); spec.IsSupported(v) {
+		return v
+	}
+	return spec.Current
+}
+
+func exitStatus(cmd string, status int) int {
+	if cmd == CmdDel {
+		return 0
+	}
+	return status
+}
+
+// dispatch checks everything in the order SPEC.md gives and runs the
+// callback. It returns the result document to print.
+func (d *Dispatcher) dispatch(p *Plugin, cmd string, stdin []byte, readErr error) (any, error) {
+	if v, ok := d.LookupEnv(EnvVersion); ok && v != "" && !spec.IsSupported(v) {
+		return nil, spec.NewError(spec.CodeIncompatibleVersion, "Unsupported version: %s", v)
+	}
+	cs, err := d.lookupCommand(p, cmd)
+	if err != nil {
+		return nil, err
+	}
+	if readErr != nil {
+		return nil, spec.NewError(spec.CodeInvalidConfig, "reading stdin: %w", readErr)
+	}
+	cfg, err := checkConfig(p, stdin)
+	if err != nil {
+		return nil, err
+	}
+	args := &Args{Command: cmd, Version: d.getenv(EnvVersion), Config: cfg, Stderr: d.Stderr}
+	if args.Version == "" {
+		args.Version = cfg.CDIVersion // INFO only: CDI_VERSION is optional there
+	}
+	if cs.minVersion != "" && !spec.AtLeast(args.Version, cs.minVersion) {
+		return nil, spec.NewError(spec.CodeUnsupportedCommand, "%s needs cdiVersion %s or newer, the call uses %s", cmd, cs.minVersion, args.Version)
+	}
+	if err := d.parseParams(cmd, args); err != nil {
+		return nil, err
+	}
+	return safeCall(func() (any, error) { return cs.run(p, args) })
+}
+
+func safeCall(f func() (any, error)) (result any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = spec.NewError(spec.CodeInternal, "plugin panicked: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return f()
+}
+
+func checkConfig(p *Plugin, stdin []byte) (*spec.Config, error) {
+	cfg, err := spec.ParseConfig(stdin)
+	if err != nil {
+		return nil, spec.WrapError(spec.CodeInvalidConfig, err)
+	}
+	if !spec.IsSupported(cfg.CDIVersion) {
+		return nil, spec.NewError(spec.CodeIncompatibleConfigVersion, "Unsupported config version: %s", cfg.CDIVersion)
+	}
+	if len(p.Types) > 0 && !contains(p.Types, cfg.Type) {
+		return nil, spec.NewError(spec.CodeTypeMismatch, "configuration type %q is not served by this plugin (it serves %s)", cfg.Type, strings.Join(p.Types, ", "))
+	}
+	return cfg, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (d *Dispatcher) getenv(name string) string {
+	v, _ := d.LookupEnv(name)
+	return v
+}
+
+func (d *Dispatcher) write(doc any, status int) int {
+	out, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		fmt.Fprintf(d.Stderr, "encoding result: %v\n", err)
+		return 1
+	}
+	if _, err := d.Stdout.Write(append(out, '\n')); err != nil {
+		fmt.Fprintf(d.Stderr, "writing result: %v\n", err)
+		return 1
+	}
+	return status
+}
+
+func (d *Dispatcher) writeError(version string, err error, status int) int {
+	var e *spec.Error
+	if !errors.As(err, &e) {
+		e = spec.WrapError(spec.CodeInternal, err)
+	}
+	doc := *e
+	doc.CDIVersion = version
+	if doc.Msg == "" {
+		doc.Msg = doc.Code.Message()
+	}
+	return d.write(&doc, status)
+}

@@ -1,0 +1,9 @@
+// Package spec holds the wire types and rules of the CDI exec protocol that
+// callers and plugins share: protocol versions and their negotiation,
+// configuration decoding, parsing of CDI_REQUEST and the other request
+// parameters per the ABNF in SPEC.md, command results, and the error type
+// with its well-known codes.
+//
+// The package has no dependencies outside the standard library and gjson so
+// that plugin binaries which import it stay small and start fast.
+package spec
