@@ -97,6 +97,9 @@ func (d *Dispatcher) Run(p Plugin) int {
 	if err != nil {
 		return d.writeError(version, err, exitStatus(cmd, 1))
 	}
+	if result == nil {
+		return 0 // DEL: success prints nothing
+	}
 	return d.write(result, 0)
 }
 
