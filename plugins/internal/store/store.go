@@ -8,6 +8,7 @@ package store
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/cdiexec/cdi/spec"
@@ -61,4 +62,23 @@ var ErrCorrupt = errors.New("state is corrupt")
 // NewState returns an empty state for the given boot id.
 func NewState(bootID string) *State {
 	return &State{Format: FormatVersion, BootID: bootID, Allocations: map[string]*Record{}}
+}
+
+// ReconcileBoot drops the allocations made before the last reboot (the
+// devices they held were released when the machine went down), lists them
+// in Dropped, and records bootID. An empty boot id on either side is
+// unknown, and nothing is dropped because of it. Every Store calls it on
+// load.
+func (st *State) ReconcileBoot(bootID string) {
+	if bootID == "" || st.BootID == bootID {
+		return
+	}
+	if st.BootID != "" {
+		for id := range st.Allocations {
+			st.Dropped = append(st.Dropped, id)
+		}
+		slices.Sort(st.Dropped)
+		st.Allocations = map[string]*Record{}
+	}
+	st.BootID = bootID
 }

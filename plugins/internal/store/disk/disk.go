@@ -1,0 +1,105 @@
+package disk
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+
+	"github.com/gofrs/flock"
+
+	"github.com/cdiexec/cdi/plugins/internal/store"
+)
+
+// fileMode is the mode of the state and lock files: root writes them, and
+// anyone troubleshooting may read them.
+const fileMode fs.FileMode = 0o644
+
+// dirMode is the mode of the directories created for the state file.
+const dirMode fs.FileMode = 0o755
+
+// Store is a store.Store kept in one JSON file. It holds no mutable state,
+// so one Store may be used by several goroutines, and several processes may
+// use the same path at once: the file lock serializes them all.
+type Store struct {
+	path   string
+	bootID string
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns a Store that keeps its state in the file at path. bootID is
+// the current kernel boot id; allocations stored under another boot id are
+// dropped on load. An empty bootID means "unknown" and never drops anything.
+func New(path, bootID string) *Store {
+	return &Store{path: path, bootID: bootID}
+}
+
+// StatePath returns the state file of one plugin configuration:
+// <stateDir>/<typ>/<plugin>.json.
+func StatePath(stateDir, typ, plugin string) string {
+	return filepath.Join(stateDir, typ, plugin+".json")
+}
+
+// Path returns the file the state is kept in.
+func (s *Store) Path() string { return s.path }
+
+// Update implements store.Store. It returns ctx.Err() if ctx is done before
+// the lock is taken; once waiting for the lock, only the lock holder
+// finishing (or this process being killed) ends the wait.
+func (s *Store) Update(ctx context.Context, fn func(*store.State) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	unlock, err := s.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	// The wait for the lock may have been long: a caller that gave up
+	// meanwhile must not have its change applied behind its back.
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.update(fn)
+}
+
+// lock creates the state directory and takes the exclusive lock on
+// <path>.lock, blocking until it is free. The returned func releases it.
+func (s *Store) lock() (func(), error) {
+	if err := mkdirAll(filepath.Dir(s.path)); err != nil {
+		return nil, err
+	}
+	fl := flock.New(s.path+".lock", flock.SetPermissions(fileMode))
+	if err := fl.Lock(); err != nil {
+		return nil, fmt.Errorf("lock state file %s: %w", fl.Path(), err)
+	}
+	// An unlock error is ignored: by then the state is saved or not, and
+	// the kernel drops the lock when the descriptor closes at exit anyway.
+	return func() { _ = fl.Unlock() }, nil
+}
+
+// update runs fn on the loaded state and saves the result if fn succeeded
+// and the state changed. The caller holds the lock.
+func (s *Store) update(fn func(*store.State) error) error {
+	if err := removeStaleTemps(s.path); err != nil {
+		return err
+	}
+	st, before, err := s.load()
+	if err != nil {
+		return err
+	}
+	st.ReconcileBoot(s.bootID)
+	if err := fn(st); err != nil {
+		return err
+	}
+	after, err := encode(st)
+	if err != nil {
+		return fmt.Errorf("state file %s: %w", s.path, err)
+	}
+	if bytes.Equal(before, after) {
+		return nil
+	}
+	return writeAtomic(s.path, after)
+}

@@ -1,0 +1,18 @@
+// Package disk keeps a plugin's slot state (store.State) in one JSON file,
+// normally <stateDir>/<type>/<plugin>.json.
+//
+// Every Update holds an exclusive flock on a separate file, <path>.lock, for
+// the whole read-modify-write: the data file itself cannot carry the lock,
+// because every save replaces it by renaming a new file over it, and a lock
+// on the old inode would not exclude a process that opened the new one.
+//
+// Saves are crash-safe: the new state is written to a temporary file in the
+// same directory, synced, and renamed over the old one, and the directory is
+// synced after that. A reader therefore sees the old or the new state, never
+// a mix; a crash can leave only a stale temporary file, which the next
+// Update removes.
+//
+// A file that cannot be read back as a valid state is reported as an error
+// wrapping store.ErrCorrupt and is never replaced by an empty state: that
+// would silently free device slots that are still in use.
+package disk
