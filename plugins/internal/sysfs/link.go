@@ -1,0 +1,144 @@
+package sysfs
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"strings"
+)
+
+// Resolve returns name with every symlink in it resolved, as a name in
+// fsys: what realpath(3) does, but inside fsys. sysfs is built from
+// relative links (/sys/class/drm/card0 -> ../../devices/...), and a link
+// inside a linked directory is relative to where the directory really is,
+// so the links have to be followed one component at a time.
+//
+// Paths are resolved as if fsys were the root directory: ".." at the top
+// stays there and an absolute link target starts again from the top, so
+// nothing outside the tree is consulted. When fsys cannot read links
+// (fs.ReadLinkFS), the error wraps errors.ErrUnsupported.
+func Resolve(fsys fs.FS, name string) (string, error) {
+	rl, ok := fsys.(fs.ReadLinkFS)
+	if !ok {
+		return "", fmt.Errorf("resolving %s: file system cannot read symlinks: %w", name, errors.ErrUnsupported)
+	}
+	if !fs.ValidPath(name) {
+		return "", &fs.PathError{Op: "resolve", Path: name, Err: fs.ErrInvalid}
+	}
+	var done []string
+	todo := splitPath(name)
+	for hops := 0; len(todo) > 0; {
+		elem := todo[0]
+		todo = todo[1:]
+		if elem == ".." {
+			done = done[:max(len(done)-1, 0)]
+			continue
+		}
+		cur := path.Join(append(done, elem)...)
+		fi, err := rl.Lstat(cur)
+		if err != nil {
+			return "", err
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			done = append(done, elem)
+			continue
+		}
+		if hops++; hops > maxLinkHops {
+			return "", &fs.PathError{Op: "resolve", Path: name, Err: ErrLoop}
+		}
+		target, err := rl.ReadLink(cur)
+		if err != nil {
+			return "", err
+		}
+		if strings.HasPrefix(target, "/") {
+			done = nil
+		}
+		todo = append(splitPath(target), todo...)
+	}
+	if len(done) == 0 {
+		return ".", nil
+	}
+	return path.Join(done...), nil
+}
+
+// splitPath splits a slash-separated path into its elements, dropping
+// empty ones and ".".
+func splitPath(p string) []string {
+	var out []string
+	for _, e := range strings.Split(p, "/") {
+		if e != "" && e != "." {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// LinkBase returns the last element of the target of the symlink name, e.g.
+// "i915" for a PCI function's driver link (-> ../../../bus/pci/drivers/i915).
+func LinkBase(fsys fs.FS, name string) (string, error) {
+	target, err := fs.ReadLink(fsys, name)
+	if err != nil {
+		return "", err
+	}
+	base := path.Base(target)
+	if base == "/" || base == "." || base == ".." {
+		return "", fmt.Errorf("symlink %s -> %q names no file", name, target)
+	}
+	return base, nil
+}
+
+// DeviceNUMA returns the NUMA node of the device behind a class entry such
+// as "sys/class/tty/ttyUSB0": it resolves the entry's device link and walks
+// up the device tree to the first ancestor that has a numa_node attribute
+// (for a USB serial port, the PCI function of its host controller). It is
+// nil when the tree says nothing or fsys cannot read links.
+func DeviceNUMA(fsys fs.FS, classEntry string) (*int, error) {
+	dir, err := Resolve(fsys, path.Join(classEntry, "device"))
+	if errors.Is(err, errors.ErrUnsupported) || errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	for ; dir != "." && dir != "sys" && dir != "sys/devices"; dir = path.Dir(dir) {
+		if !Exists(fsys, path.Join(dir, "numa_node")) {
+			continue
+		}
+		return NUMANode(fsys, dir)
+	}
+	return nil, nil
+}
+
+// Classes lists the device classes under sys/class (tty, drm, sound, ...);
+// none when the tree has no sys/class.
+func Classes(fsys fs.FS) ([]string, error) {
+	entries, err := fs.ReadDir(fsys, "sys/class")
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	return out, nil
+}
+
+// ClassEntry finds the class entry for the device node called base (the
+// kernel names both alike: /dev/ttyUSB0 and /sys/class/tty/ttyUSB0), trying
+// classes in order. It returns "" when no class has one.
+func ClassEntry(fsys fs.FS, classes []string, base string) string {
+	if base == "" || base == "." || base == ".." || strings.Contains(base, "/") {
+		return ""
+	}
+	for _, c := range classes {
+		name := path.Join("sys/class", c, base)
+		if _, err := fs.Lstat(fsys, name); err == nil {
+			return name
+		}
+	}
+	return ""
+}
