@@ -1,6 +1,7 @@
 package skel
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -190,12 +191,18 @@ func (d *Dispatcher) getenv(name string) string {
 }
 
 func (d *Dispatcher) write(doc any, status int) int {
-	out, err := json.MarshalIndent(doc, "", "  ")
-	if err != nil {
+	// Encode into a buffer first so that a failed encoding never leaves
+	// half a document on stdout; keep <, > and & as they are, since the
+	// reader is a runtime, not a browser.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(doc); err != nil {
 		fmt.Fprintf(d.Stderr, "encoding result: %v\n", err)
 		return 1
 	}
-	if _, err := d.Stdout.Write(append(out, '\n')); err != nil {
+	if _, err := d.Stdout.Write(buf.Bytes()); err != nil {
 		fmt.Fprintf(d.Stderr, "writing result: %v\n", err)
 		return 1
 	}

@@ -38,7 +38,9 @@ func dispatch(t *testing.T, p Plugin, env map[string]string, stdin string) run {
 func fullPlugin() Plugin {
 	return Plugin{
 		Types: []string{"tty"},
-		Info:  func(a *Args) (*spec.InfoResult, error) { return &spec.InfoResult{Counts: map[string]int{"tty": 32}}, nil },
+		Info: func(a *Args) (*spec.InfoResult, error) {
+			return &spec.InfoResult{Counts: map[string]int{"tty": 32}}, nil
+		},
 		Add: func(a *Args) (*spec.AddResult, error) {
 			return &spec.AddResult{Devices: []string{"/dev/tty13"}, CDIDevices: []string{"x.y/tty=tty13"}}, nil
 		},

@@ -64,6 +64,9 @@ func (c Code) Message() string {
 	case CodeInternal:
 		return "Internal error"
 	}
+	if c >= 100 {
+		return "Plugin error"
+	}
 	return ""
 }
 

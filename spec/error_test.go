@@ -51,7 +51,10 @@ func TestWellKnownCodesHaveMessages(t *testing.T) {
 			t.Errorf("code %d has no message", c)
 		}
 	}
-	if Code(15).Message() != "" || CodePluginMin.Message() != "" {
-		t.Error("undefined codes have messages")
+	if Code(15).Message() != "" {
+		t.Error("a reserved, undefined code has a message")
+	}
+	if CodePluginMin.Message() != "Plugin error" {
+		t.Errorf("plugin code message = %q, want the generic one", CodePluginMin.Message())
 	}
 }

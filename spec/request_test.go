@@ -14,7 +14,7 @@ func TestParseRequest(t *testing.T) {
 		{"tty:3", "tty:3"},
 		{"gpu:1,gpu-memory:2048", "gpu:1,gpu-memory:2048"},
 		{"A:1", "A:1"},
-		{"a123456789abcdef:1", "a123456789abcdef:1"},      // 16-character type
+		{"a123456789abcdef:1", "a123456789abcdef:1"},       // 16-character type
 		{"gpu-abcdefghijklmno:1", "gpu-abcdefghijklmno:1"}, // 15-character subtype
 		{"gpu:999999999", "gpu:999999999"},
 		{"", ""},

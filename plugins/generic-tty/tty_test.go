@@ -1,0 +1,150 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/cdiexec/cdi/plugins/internal/exectest"
+	"github.com/cdiexec/cdi/spec"
+)
+
+// plugin is the built generic-tty binary, exec'd as a runtime would.
+var plugin string
+
+func TestMain(m *testing.M) {
+	exectest.Main(m, ".", &plugin)
+}
+
+// draftConf is the draft's /etc/cdi/tty.d/generic.conf with root pointed at
+// the fixture tree and the state in a fresh directory.
+func draftConf(t *testing.T, version string) []byte {
+	return exectest.Conf(t, version, "tty", "generic-tty", map[string]any{
+		"num_system_reserved": 12, "root": exectest.FixtureRoot(t), "stateDir": t.TempDir(),
+	})
+}
+
+func TestDraftExamples(t *testing.T) {
+	conf := draftConf(t, "0.0.1")
+	run := func(kv ...string) exectest.Result { return exectest.Run(t, plugin, exectest.Env(kv...), conf) }
+
+	t.Run("INFO", func(t *testing.T) {
+		r := run("CDI_COMMAND", "INFO")
+		want := map[string]any{"cdiVersion": "0.0.1", "tty": 32.0}
+		if r.Status != 0 || !reflect.DeepEqual(r.Doc, want) {
+			t.Fatalf("status %d, %s; want %v", r.Status, r.Stdout, want)
+		}
+	})
+	t.Run("ADD tty:3", func(t *testing.T) {
+		r := run("CDI_VERSION", "0.0.1", "CDI_COMMAND", "ADD", "CDI_REQUEST", "tty:3", "CDI_REQUEST_ID", "7890")
+		want := map[string]any{"cdiVersion": "0.0.1", "devices": []any{"/dev/tty13", "/dev/tty14", "/dev/tty15"}}
+		if r.Status != 0 || !reflect.DeepEqual(r.Doc, want) {
+			t.Fatalf("status %d, %s; want %v", r.Status, r.Stdout, want)
+		}
+	})
+	t.Run("DEL unknown", func(t *testing.T) {
+		r := run("CDI_VERSION", "0.0.1", "CDI_COMMAND", "DEL", "CDI_REQUEST_ID", "3456")
+		want := map[string]any{"cdiVersion": "0.0.1", "code": 5.0, "msg": "Unknown request ID"}
+		if r.Status != 0 || !reflect.DeepEqual(r.Doc, want) {
+			t.Fatalf("status %d, %s; want %v", r.Status, r.Stdout, want)
+		}
+	})
+	t.Run("DEL known", func(t *testing.T) {
+		r := run("CDI_VERSION", "0.0.1", "CDI_COMMAND", "DEL", "CDI_REQUEST_ID", "7890")
+		if r.Status != 0 || len(r.Stdout) != 0 {
+			t.Fatalf("status %d, stdout %q; want 0 and nothing", r.Status, r.Stdout)
+		}
+	})
+	t.Run("VERSION", func(t *testing.T) {
+		r := run("CDI_COMMAND", "VERSION")
+		want := map[string]any{"cdiVersion": "0.1.0", "supportedVersions": []any{"0.0.1", "0.0.2", "0.1.0"}}
+		if r.Status != 0 || !reflect.DeepEqual(r.Doc, want) {
+			t.Fatalf("status %d, %s; want %v", r.Status, r.Stdout, want)
+		}
+	})
+	t.Run("unknown CDI_VERSION", func(t *testing.T) {
+		r := run("CDI_VERSION", "0.999")
+		want := map[string]any{"cdiVersion": "0.0.1", "code": 1.0, "msg": "Incompatible CDI version", "details": "Unsupported version: 0.999"}
+		if r.Status != 1 || !reflect.DeepEqual(r.Doc, want) {
+			t.Fatalf("status %d, %s; want %v", r.Status, r.Stdout, want)
+		}
+	})
+	t.Run("unknown CDI_COMMAND", func(t *testing.T) {
+		r := run("CDI_VERSION", "0.0.1", "CDI_COMMAND", "MYCMD")
+		want := map[string]any{"cdiVersion": "0.0.1", "code": 3.0, "msg": "Command unsupported", "details": "Unsupported command: MYCMD"}
+		if r.Status != 1 || !reflect.DeepEqual(r.Doc, want) {
+			t.Fatalf("status %d, %s; want %v", r.Status, r.Stdout, want)
+		}
+	})
+}
+
+// TestEveryErrorCode triggers each well-known code through a real exec.
+func TestEveryErrorCode(t *testing.T) {
+	conf := draftConf(t, "0.1.0")
+	stateDir := t.TempDir()
+	withState := exectest.Conf(t, "0.1.0", "tty", "generic-tty", map[string]any{"root": exectest.FixtureRoot(t), "stateDir": stateDir})
+	corrupt := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(corrupt, "tty"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(corrupt, "tty", "generic-tty.json"), []byte("{torn"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	notDir := filepath.Join(t.TempDir(), "root")
+	if err := os.MkdirAll(notDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(notDir, "dev"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	add := func(req, id string, extra ...string) map[string]string {
+		return exectest.Env(append([]string{"CDI_VERSION", "0.1.0", "CDI_COMMAND", "ADD", "CDI_REQUEST", req, "CDI_REQUEST_ID", id}, extra...)...)
+	}
+	// Two allocations that the conflict case below collides with.
+	if r := exectest.Run(t, plugin, add("tty:1", "held"), withState); r.Status != 0 {
+		t.Fatalf("setup ADD: %s", r.Stdout)
+	}
+	tests := []struct {
+		code spec.Code
+		env  map[string]string
+		conf []byte
+	}{
+		{spec.CodeIncompatibleVersion, exectest.Env("CDI_VERSION", "0.999", "CDI_COMMAND", "INFO"), conf},
+		{spec.CodeIncompatibleConfigVersion, exectest.Env("CDI_VERSION", "0.1.0", "CDI_COMMAND", "INFO"), exectest.Conf(t, "0.9.9", "tty", "generic-tty", nil)},
+		{spec.CodeUnsupportedCommand, exectest.Env("CDI_VERSION", "0.1.0", "CDI_COMMAND", "RESET"), conf},
+		{spec.CodeUnsupportedResource, add("tty-memory:1", "r4"), conf},
+		{spec.CodeUnknownRequestID, exectest.Env("CDI_VERSION", "0.1.0", "CDI_COMMAND", "DEL", "CDI_REQUEST_ID", "nobody"), conf},
+		{spec.CodeMissingParameter, exectest.Env("CDI_VERSION", "0.1.0", "CDI_COMMAND", "ADD"), conf},
+		{spec.CodeInvalidParameter, add("tty:0", "r7"), conf},
+		{spec.CodeInvalidConfig, exectest.Env("CDI_VERSION", "0.1.0", "CDI_COMMAND", "INFO"), []byte(`{"cdiVersion":"0.1.0"`)},
+		{spec.CodeTypeMismatch, exectest.Env("CDI_VERSION", "0.1.0", "CDI_COMMAND", "INFO"), exectest.Conf(t, "0.1.0", "gpu", "generic-tty", nil)},
+		{spec.CodeInsufficientResources, add("tty:33", "r10"), conf},
+		{spec.CodeRequestConflict, add("tty:2", "held"), withState},
+		{spec.CodeUnknownDevice, add("tty:1", "r12", "CDI_REQUEST_DEVICES", "tty99"), conf},
+		{spec.CodeStateError, add("tty:1", "r13"), exectest.Conf(t, "0.1.0", "tty", "generic-tty", map[string]any{"root": exectest.FixtureRoot(t), "stateDir": corrupt})},
+		{spec.CodeInternal, add("tty:1", "r14"), exectest.Conf(t, "0.1.0", "tty", "generic-tty", map[string]any{"root": notDir, "stateDir": t.TempDir()})},
+	}
+	if len(tests) != len(spec.WellKnownCodes()) {
+		t.Fatalf("%d cases for %d well-known codes", len(tests), len(spec.WellKnownCodes()))
+	}
+	for _, tt := range tests {
+		t.Run(tt.code.Message(), func(t *testing.T) {
+			r := exectest.Run(t, plugin, tt.env, tt.conf)
+			wantStatus := 1
+			if tt.env["CDI_COMMAND"] == "DEL" {
+				wantStatus = 0
+			}
+			if r.Code() != int(tt.code) || r.Status != wantStatus || r.Doc["msg"] != tt.code.Message() {
+				t.Fatalf("status %d, stdout %s, stderr %s; want code %d, status %d", r.Status, r.Stdout, r.Stderr, tt.code, wantStatus)
+			}
+			// An operator must be able to find the broken file from the
+			// error alone.
+			stateFile := filepath.Join(corrupt, "tty", "generic-tty.json")
+			if details, _ := r.Doc["details"].(string); tt.code == spec.CodeStateError && !strings.Contains(details, stateFile) {
+				t.Errorf("details %q do not name %s", details, stateFile)
+			}
+		})
+	}
+}

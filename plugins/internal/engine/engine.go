@@ -1,0 +1,174 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/cdiexec/cdi/plugins/internal/store"
+	"github.com/cdiexec/cdi/plugins/internal/store/disk"
+	"github.com/cdiexec/cdi/skel"
+	"github.com/cdiexec/cdi/spec"
+)
+
+// Defaults of the common args.
+const (
+	DefaultRoot     = "/"
+	DefaultStateDir = "/var/lib/cdi"
+	maxCapacity     = 1024
+	bootIDPath      = "/proc/sys/kernel/random/boot_id"
+)
+
+// Deps are the engine's seams to the outside: where state lives, the boot
+// id and the clock. Tests replace them; Plugin uses the real ones.
+type Deps struct {
+	// OpenStore returns the store for a state file path.
+	OpenStore func(path, bootID string) store.Store
+	BootID    func() string
+	Now       func() time.Time
+}
+
+// DefaultDeps returns the deps a plugin binary runs with: the disk store,
+// the kernel's boot id and the wall clock.
+func DefaultDeps() Deps {
+	return Deps{
+		OpenStore: func(path, bootID string) store.Store { return disk.New(path, bootID) },
+		BootID:    readBootID,
+		Now:       time.Now,
+	}
+}
+
+func readBootID() string {
+	b, err := os.ReadFile(bootIDPath)
+	if err != nil {
+		return "" // not Linux: no reboot detection, everything else works
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// Plugin turns a Family into skel callbacks with the real deps.
+func Plugin(f Family) skel.Plugin { return PluginWith(f, DefaultDeps()) }
+
+// PluginWith is Plugin with explicit deps.
+func PluginWith(f Family, d Deps) skel.Plugin {
+	e := &engine{family: f, deps: d}
+	return skel.Plugin{Types: f.Types, Info: e.info, Add: e.add, Del: e.del, List: e.list, GC: e.gc}
+}
+
+type engine struct {
+	family Family
+	deps   Deps
+}
+
+// commonArgs are the config args every plugin of this project honours.
+type commonArgs struct {
+	root     string
+	stateDir string
+	capacity int
+	cdiKind  string
+}
+
+func parseCommonArgs(cfg *spec.Config) (commonArgs, error) {
+	c := commonArgs{root: DefaultRoot, stateDir: DefaultStateDir, capacity: 1, cdiKind: "cdi.local/" + cfg.Type}
+	for _, p := range []struct {
+		name string
+		dst  *string
+	}{{"root", &c.root}, {"stateDir", &c.stateDir}, {"cdiKind", &c.cdiKind}} {
+		if v := cfg.Arg(p.name); v.Exists() {
+			if v.Type.String() != "String" || v.String() == "" {
+				return c, spec.NewError(spec.CodeInvalidConfig, "args.%s must be a non-empty string", p.name)
+			}
+			*p.dst = v.String()
+		}
+	}
+	if !filepath.IsAbs(c.root) || !filepath.IsAbs(c.stateDir) {
+		return c, spec.NewError(spec.CodeInvalidConfig, "args.root (%q) and args.stateDir (%q) must be absolute paths", c.root, c.stateDir)
+	}
+	if err := checkCDIKind(c.cdiKind); err != nil {
+		return c, err
+	}
+	if v := cfg.Arg("capacity"); v.Exists() {
+		n := v.Int()
+		if v.Type.String() != "Number" || float64(n) != v.Float() || n < 1 || n > maxCapacity {
+			return c, spec.NewError(spec.CodeInvalidConfig, "args.capacity must be an integer from 1 to %d, not %s", maxCapacity, v.Raw)
+		}
+		c.capacity = int(n)
+	}
+	return c, nil
+}
+
+// checkCDIKind checks "vendor/class" as CDI defines it: the vendor a
+// domain-like name, the class letters, digits, '-' and '_'.
+func checkCDIKind(kind string) error {
+	vendor, class, ok := strings.Cut(kind, "/")
+	okVendor := ok && vendor != "" && isAlnum(vendor[0]) && strings.IndexFunc(vendor, func(r rune) bool { return !isAlnum(byte(r)) && r != '.' && r != '-' }) < 0
+	okClass := class != "" && isAlnum(class[0]) && strings.IndexFunc(class, func(r rune) bool { return !isAlnum(byte(r)) && r != '_' && r != '-' }) < 0
+	if !okVendor || !okClass {
+		return spec.NewError(spec.CodeInvalidConfig, "args.cdiKind %q must be <vendor>/<class>, e.g. example.com/gpu", kind)
+	}
+	return nil
+}
+
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+// call is one command's view: the discovered inventory and the locked state.
+type call struct {
+	args  *skel.Args
+	opts  commonArgs
+	inv   *Inventory
+	state *store.State
+	now   time.Time
+}
+
+// run discovers devices and runs fn on the locked state; the lock is held
+// from before discovery until the new state is saved. Errors that are not
+// protocol errors come from the store and are reported as code 13.
+func (e *engine) run(a *skel.Args, fn func(c *call) error) error {
+	opts, err := parseCommonArgs(a.Config)
+	if err != nil {
+		return err
+	}
+	path := disk.StatePath(opts.stateDir, a.Config.Type, a.Config.Plugin)
+	st := e.deps.OpenStore(path, e.deps.BootID())
+	err = st.Update(context.Background(), func(s *store.State) error {
+		logDropped(a, s)
+		inv, err := e.discover(a, opts)
+		if err != nil {
+			return err
+		}
+		return fn(&call{args: a, opts: opts, inv: inv, state: s, now: e.deps.Now()})
+	})
+	var specErr *spec.Error
+	if err != nil && !errors.As(err, &specErr) {
+		return spec.WrapError(spec.CodeStateError, err)
+	}
+	return err
+}
+
+func logDropped(a *skel.Args, s *store.State) {
+	if len(s.Dropped) > 0 {
+		fmt.Fprintf(a.Stderr, "released %d allocation(s) made before the last reboot: %s\n", len(s.Dropped), strings.Join(s.Dropped, ", "))
+	}
+}
+
+func (e *engine) discover(a *skel.Args, opts commonArgs) (*Inventory, error) {
+	h := &Host{Config: a.Config, Root: opts.root, FS: os.DirFS(opts.root), Stderr: a.Stderr}
+	inv, err := e.family.Discover(h)
+	if err != nil {
+		var specErr *spec.Error
+		if errors.As(err, &specErr) {
+			return nil, err
+		}
+		return nil, spec.NewError(spec.CodeInternal, "discovering devices under %s: %w", opts.root, err)
+	}
+	if err := checkInventory(a.Config, inv, opts.capacity); err != nil {
+		return nil, spec.WrapError(spec.CodeInternal, err)
+	}
+	return inv, nil
+}

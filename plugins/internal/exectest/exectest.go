@@ -1,0 +1,166 @@
+// Package exectest runs plugin binaries in tests the way a runtime does:
+// built once with the go tool, exec'd with only the protocol's environment
+// variables and a configuration on stdin, their single JSON document
+// decoded from stdout.
+package exectest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// Build compiles the main package pkg (an import path or ./dir relative to
+// the caller's package) into dir and returns the binary's path. It is meant
+// for TestMain, which has no *testing.T.
+func Build(pkg, dir string) (string, error) {
+	name := filepath.Base(pkg)
+	if pkg == "." || pkg == "./" {
+		// "." has no name of its own; use the package directory's.
+		wd, err := os.Getwd()
+		if err != nil {
+			return "", err
+		}
+		name = filepath.Base(wd)
+	}
+	out := filepath.Join(dir, name)
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, msg)
+	}
+	return out, nil
+}
+
+// Result is what one plugin run produced.
+type Result struct {
+	Status int
+	Stdout []byte
+	Stderr []byte
+	// Doc is stdout decoded as one JSON object; nil when stdout is empty.
+	Doc map[string]any
+}
+
+// Code returns the error code in Doc, or 0 when there is none.
+func (r Result) Code() int {
+	c, _ := r.Doc["code"].(float64)
+	return int(c)
+}
+
+// Decode unmarshals stdout into v.
+func (r Result) Decode(t testing.TB, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.Stdout, v); err != nil {
+		t.Fatalf("decoding stdout %q: %v", r.Stdout, err)
+	}
+}
+
+// Run execs bin with exactly env (plus nothing inherited) and stdin, and
+// fails the test unless stdout is empty or exactly one JSON object.
+func Run(t testing.TB, bin string, env map[string]string, stdin []byte) Result {
+	t.Helper()
+	r, err := RunE(context.Background(), bin, env, stdin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// RunE is Run without a testing.TB, for helper goroutines and benchmarks.
+func RunE(ctx context.Context, bin string, env map[string]string, stdin []byte) (Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin)
+	cmd.Env = []string{}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(stdin), &stdout, &stderr
+	err := cmd.Run()
+	var exitErr *exec.ExitError
+	if err != nil && !errors.As(err, &exitErr) {
+		return Result{}, fmt.Errorf("running %s: %w", bin, err)
+	}
+	r := Result{Status: cmd.ProcessState.ExitCode(), Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
+	if stdout.Len() == 0 {
+		return r, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(r.Stdout))
+	if err := dec.Decode(&r.Doc); err != nil || dec.More() {
+		return r, fmt.Errorf("%s: stdout is not exactly one JSON object: %q (stderr %q)", bin, r.Stdout, r.Stderr)
+	}
+	return r, nil
+}
+
+// Conf returns a configuration document with the given fields and args.
+func Conf(t testing.TB, version, typ, plugin string, args map[string]any) []byte {
+	t.Helper()
+	doc := map[string]any{"cdiVersion": version, "name": "test " + plugin, "type": typ, "plugin": plugin}
+	if args != nil {
+		doc["args"] = args
+	}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Env builds a protocol environment from alternating names and values.
+func Env(kv ...string) map[string]string {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return m
+}
+
+// Main builds the plugin package pkg into a temporary directory, stores
+// the binary's path in *bin, runs the tests and removes the directory.
+// Call it from TestMain: os.Exit happens here.
+func Main(m *testing.M, pkg string, bin *string) {
+	os.Exit(runMain(m, pkg, bin))
+}
+
+func runMain(m *testing.M, pkg string, bin *string) int {
+	dir, err := os.MkdirTemp("", "plugin-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	defer os.RemoveAll(dir)
+	if *bin, err = Build(pkg, dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	return m.Run()
+}
+
+// FixtureRoot returns the absolute path of the module's testdata/root,
+// found by walking up from the working directory to go.mod, so that a
+// test at any depth can point a plugin's root at the fixture.
+func FixtureRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return filepath.Join(dir, "testdata", "root")
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
