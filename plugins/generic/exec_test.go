@@ -1,0 +1,121 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/cdiexec/cdi/plugins/internal/exectest"
+	"github.com/cdiexec/cdi/spec"
+)
+
+// plugin is the built generic binary, exec'd as a runtime would.
+var plugin string
+
+func TestMain(m *testing.M) {
+	exectest.Main(m, "github.com/cdiexec/cdi/plugins/generic", &plugin)
+}
+
+// shippedConf is conf.d/dev.d/generic.conf with root at the fixture and a
+// fresh state directory, as the given version.
+func shippedConf(t *testing.T, version string) []byte {
+	t.Helper()
+	data, err := os.ReadFile("../../conf.d/dev.d/generic.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	root, err := filepath.Abs("../../testdata/root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := doc["args"].(map[string]any)
+	if args["root"] != "/" {
+		t.Fatalf("shipped root %v, want /", args["root"])
+	}
+	args["root"], args["stateDir"] = root, t.TempDir()
+	doc["cdiVersion"] = version
+	out, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestShippedConf(t *testing.T) {
+	conf := shippedConf(t, "0.1.0")
+	run := func(kv ...string) exectest.Result {
+		return exectest.Run(t, plugin, exectest.Env(append([]string{"CDI_VERSION", "0.1.0"}, kv...)...), conf)
+	}
+	t.Run("INFO", func(t *testing.T) {
+		r := run("CDI_COMMAND", "INFO")
+		var info spec.InfoResult
+		r.Decode(t, &info)
+		want := map[string]int{"dev-serial": 3, "dev-video": 4, "dev-sound": 1}
+		if r.Status != 0 || !reflect.DeepEqual(info.Counts, want) || len(info.Devices) != 8 {
+			t.Fatalf("status %d, %s; want counts %v", r.Status, r.Stdout, want)
+		}
+	})
+	tests := []struct {
+		name    string
+		env     []string
+		devices []any
+	}{
+		{"serial near NUMA node 1 first", []string{"CDI_REQUEST", "dev-serial:2", "CDI_REQUEST_NUMA_LOCALITY", "1", "CDI_REQUEST_ID", "a"},
+			[]any{"/dev/ttyUSB1", "/dev/ttyACM0"}},
+		{"sound bundle and a camera at once", []string{"CDI_REQUEST", "dev-sound:1,dev-video:1", "CDI_REQUEST_ID", "b"},
+			[]any{"/dev/snd/controlC0", "/dev/snd/pcmC0D0c", "/dev/snd/pcmC0D0p", "/dev/snd/timer", "/dev/video0"}},
+		{"pinned", []string{"CDI_REQUEST", "dev-video:1", "CDI_REQUEST_DEVICES", "video-video3", "CDI_REQUEST_ID", "c"},
+			[]any{"/dev/video3"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := run(append([]string{"CDI_COMMAND", "ADD"}, tt.env...)...)
+			if r.Status != 0 || !reflect.DeepEqual(r.Doc["devices"], tt.devices) {
+				t.Fatalf("status %d, %s; want devices %v", r.Status, r.Stdout, tt.devices)
+			}
+		})
+	}
+	t.Run("sound is taken", func(t *testing.T) {
+		r := run("CDI_COMMAND", "ADD", "CDI_REQUEST", "dev-sound:1", "CDI_REQUEST_ID", "d")
+		if r.Status != 1 || r.Code() != int(spec.CodeInsufficientResources) {
+			t.Fatalf("status %d, %s; want code %d", r.Status, r.Stdout, spec.CodeInsufficientResources)
+		}
+	})
+	t.Run("unserved subtype", func(t *testing.T) {
+		r := run("CDI_COMMAND", "ADD", "CDI_REQUEST", "dev-gpu:1", "CDI_REQUEST_ID", "e")
+		if r.Status != 1 || r.Code() != int(spec.CodeUnsupportedResource) || r.Doc["details"] != "Unsupported resource-spec: dev-gpu" {
+			t.Fatalf("status %d, %s; want code %d", r.Status, r.Stdout, spec.CodeUnsupportedResource)
+		}
+	})
+}
+
+// TestDraftVersion checks that a 0.0.1 caller gets only the draft's fields.
+func TestDraftVersion(t *testing.T) {
+	conf := shippedConf(t, "0.0.1")
+	r := exectest.Run(t, plugin, exectest.Env("CDI_COMMAND", "INFO"), conf)
+	want := map[string]any{"cdiVersion": "0.0.1", "dev-serial": 3.0, "dev-video": 4.0, "dev-sound": 1.0}
+	if r.Status != 0 || !reflect.DeepEqual(r.Doc, want) {
+		t.Fatalf("status %d, %s; want %v", r.Status, r.Stdout, want)
+	}
+	r = exectest.Run(t, plugin, exectest.Env("CDI_VERSION", "0.0.1", "CDI_COMMAND", "ADD", "CDI_REQUEST", "dev-serial:1", "CDI_REQUEST_ID", "x"), conf)
+	want = map[string]any{"cdiVersion": "0.0.1", "devices": []any{"/dev/ttyACM0"}, "numa_locality": []any{0.0}}
+	if r.Status != 0 || !reflect.DeepEqual(r.Doc, want) {
+		t.Fatalf("status %d, %s; want %v", r.Status, r.Stdout, want)
+	}
+}
+
+func TestInvalidGroups(t *testing.T) {
+	conf := exectest.Conf(t, "0.1.0", "dev", "generic", map[string]any{
+		"stateDir": t.TempDir(), "groups": []any{map[string]any{"name": "serial-usb", "paths": []string{"/dev/ttyUSB*"}}},
+	})
+	r := exectest.Run(t, plugin, exectest.Env("CDI_VERSION", "0.1.0", "CDI_COMMAND", "INFO"), conf)
+	if r.Status != 1 || r.Code() != int(spec.CodeInvalidConfig) {
+		t.Fatalf("status %d, %s; want code %d", r.Status, r.Stdout, spec.CodeInvalidConfig)
+	}
+}

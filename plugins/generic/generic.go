@@ -1,0 +1,163 @@
+package main
+
+import (
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/cdiexec/cdi/plugins/internal/engine"
+	"github.com/cdiexec/cdi/plugins/internal/sysfs"
+	"github.com/cdiexec/cdi/spec"
+)
+
+func family() engine.Family {
+	return engine.Family{Name: "generic", Discover: discover}
+}
+
+// discover matches every group's globs under root. Groups are served in
+// configuration order, their devices in natural path order.
+func discover(h *engine.Host) (*engine.Inventory, error) {
+	groups, err := parseGroups(h.Config)
+	if err != nil {
+		return nil, err
+	}
+	inv := &engine.Inventory{}
+	for _, g := range groups {
+		inv.Resources = append(inv.Resources, g.resource)
+	}
+	classes, err := sysfs.Classes(h.FS)
+	if err != nil {
+		fmt.Fprintf(h.Stderr, "generic: NUMA nodes unknown: %v\n", err)
+	}
+	claimed := map[string]bool{}
+	ids := map[string]bool{}
+	for i := range groups {
+		g := &groups[i]
+		paths, err := g.match(h.FS, claimed)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range g.devices(h, paths, classes) {
+			if err := spec.CheckDeviceID(d.ID); err != nil || ids[d.ID] {
+				fmt.Fprintf(h.Stderr, "generic: skipping %s: no usable device id (%q is invalid or taken)\n", d.Properties["path"], d.ID)
+				continue
+			}
+			ids[d.ID] = true
+			inv.Devices = append(inv.Devices, d)
+		}
+	}
+	return inv, nil
+}
+
+// match returns the host paths the group's globs match under root, in
+// natural order. Directories (e.g. /dev/snd/by-path) are not devices, and
+// a path an earlier group matched stays with that group so that no node
+// is handed out twice.
+func (g *group) match(fsys fs.FS, claimed map[string]bool) ([]string, error) {
+	var out []string
+	for _, p := range g.Paths {
+		names, err := fs.Glob(fsys, strings.TrimPrefix(p, "/"))
+		if err != nil {
+			return nil, fmt.Errorf("matching %s: %w", p, err)
+		}
+		for _, name := range names {
+			host := "/" + name
+			if claimed[host] {
+				continue
+			}
+			if fi, err := fs.Stat(fsys, name); err == nil && fi.IsDir() {
+				continue
+			}
+			claimed[host] = true
+			out = append(out, host)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return naturalLess(out[i], out[j]) })
+	return out, nil
+}
+
+// devices turns matched paths into devices: one per path, or one for all.
+func (g *group) devices(h *engine.Host, paths, classes []string) []engine.Device {
+	if len(paths) == 0 {
+		return nil
+	}
+	if g.PerDevice == perAll {
+		id := g.Name
+		if id == "" {
+			id = g.resource.Type
+		}
+		return []engine.Device{g.device(h, id, paths, classes)}
+	}
+	out := make([]engine.Device, 0, len(paths))
+	for _, p := range paths {
+		out = append(out, g.device(h, g.nodeID(p), []string{p}, classes))
+	}
+	return out
+}
+
+func (g *group) device(h *engine.Host, id string, paths, classes []string) engine.Device {
+	d := engine.Device{
+		ID: id, Resource: g.resource, Healthy: true,
+		NUMANode:   commonNUMA(h, paths, classes),
+		Properties: map[string]string{"path": strings.Join(paths, ",")},
+	}
+	if g.Name != "" {
+		d.Properties["group"] = g.Name
+	}
+	for _, p := range paths {
+		d.Nodes = append(d.Nodes, spec.DeviceNode{HostPath: p, ContainerPath: p, Permissions: g.Permissions})
+		// The glob saw the entry, but a dangling link is a node that is gone.
+		if name, err := sysfs.HostToName(p); err != nil || !sysfs.Exists(h.FS, name) {
+			d.Healthy = false
+		}
+	}
+	return d
+}
+
+// nodeID derives a stable device id from a node's path: the group name,
+// then the path below /dev with '/' as '_' (serial-ttyUSB0,
+// sound-snd_pcmC0D0p). Characters a device-id cannot hold become '_'.
+func (g *group) nodeID(hostPath string) string {
+	rel, ok := strings.CutPrefix(hostPath, "/dev/")
+	if !ok {
+		rel = strings.TrimPrefix(hostPath, "/")
+	}
+	id := strings.Map(func(r rune) rune {
+		if r < 0x80 && (isAlnum(byte(r)) || strings.ContainsRune("-.:_", r)) {
+			return r
+		}
+		return '_'
+	}, rel)
+	if g.Name != "" {
+		id = g.Name + "-" + id
+	}
+	return id
+}
+
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+// commonNUMA is the NUMA node every path's device is on, as sysfs tells
+// through the class entry named like the node (/dev/ttyUSB0 is
+// /sys/class/tty/ttyUSB0); nil when any is unknown or they differ.
+func commonNUMA(h *engine.Host, paths, classes []string) *int {
+	var common *int
+	for _, p := range paths {
+		entry := sysfs.ClassEntry(h.FS, classes, path.Base(p))
+		if entry == "" {
+			return nil
+		}
+		n, err := sysfs.DeviceNUMA(h.FS, entry)
+		if err != nil {
+			fmt.Fprintf(h.Stderr, "generic: %s: NUMA node unknown: %v\n", p, err)
+		}
+		if n == nil || (common != nil && *common != *n) {
+			return nil
+		}
+		common = n
+	}
+	return common
+}

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"bytes"
+	"io/fs"
+	"os"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/cdiexec/cdi/plugins/internal/engine"
+	"github.com/cdiexec/cdi/spec"
+)
+
+func fixture() fs.FS { return os.DirFS("../../testdata/root") }
+
+// exampleGroups are the groups of conf.d/dev.d/generic.conf.
+const exampleGroups = `{"groups":[
+	{"name":"serial","paths":["/dev/ttyUSB*","/dev/ttyACM*"]},
+	{"name":"video","paths":["/dev/video*"]},
+	{"name":"sound","paths":["/dev/snd/*"],"perDevice":"all"}]}`
+
+func host(t *testing.T, fsys fs.FS, args string) (*engine.Host, *bytes.Buffer) {
+	t.Helper()
+	cfg, err := spec.ParseConfig([]byte(`{"cdiVersion":"0.1.0","name":"devices","type":"dev","plugin":"generic","args":` + args + `}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	return &engine.Host{Config: cfg, Root: "/", FS: fsys, Stderr: &stderr}, &stderr
+}
+
+func discoverOK(t *testing.T, fsys fs.FS, args string) (*engine.Inventory, string) {
+	t.Helper()
+	h, stderr := host(t, fsys, args)
+	inv, err := discover(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inv, stderr.String()
+}
+
+func ids(inv *engine.Inventory) []string {
+	var out []string
+	for _, d := range inv.Devices {
+		out = append(out, d.ID)
+	}
+	return out
+}
+
+func numa(n int) *int { return &n }
+
+func TestDiscoverFixture(t *testing.T) {
+	inv, stderr := discoverOK(t, fixture(), exampleGroups)
+	wantRes := []spec.ResourceSpec{{Type: "dev", Subtype: "serial"}, {Type: "dev", Subtype: "video"}, {Type: "dev", Subtype: "sound"}}
+	if !reflect.DeepEqual(inv.Resources, wantRes) {
+		t.Errorf("resources %v, want %v", inv.Resources, wantRes)
+	}
+	wantIDs := []string{"serial-ttyACM0", "serial-ttyUSB0", "serial-ttyUSB1", "video-video0", "video-video1", "video-video2", "video-video3", "sound"}
+	if got := ids(inv); !reflect.DeepEqual(got, wantIDs) {
+		t.Fatalf("ids %v, want %v", got, wantIDs)
+	}
+	serial1 := inv.Devices[2]
+	want := engine.Device{
+		ID: "serial-ttyUSB1", Resource: wantRes[0], Healthy: true, NUMANode: numa(1),
+		Nodes:      []spec.DeviceNode{{HostPath: "/dev/ttyUSB1", ContainerPath: "/dev/ttyUSB1", Permissions: "rw"}},
+		Properties: map[string]string{"group": "serial", "path": "/dev/ttyUSB1"},
+	}
+	if !reflect.DeepEqual(serial1, want) {
+		t.Errorf("got  %+v\nwant %+v", serial1, want)
+	}
+	if n := inv.Devices[0].NUMANode; n == nil || *n != 0 {
+		t.Errorf("ttyACM0 NUMA %v, want 0 (its host controller's)", n)
+	}
+	if inv.Devices[3].NUMANode != nil {
+		t.Errorf("video0 NUMA %v, want unknown", *inv.Devices[3].NUMANode)
+	}
+	sound := inv.Devices[7]
+	var paths []string
+	for _, n := range sound.Nodes {
+		paths = append(paths, n.HostPath)
+	}
+	wantPaths := []string{"/dev/snd/controlC0", "/dev/snd/pcmC0D0c", "/dev/snd/pcmC0D0p", "/dev/snd/timer"}
+	if !reflect.DeepEqual(paths, wantPaths) || !sound.Healthy || sound.Properties["path"] != strings.Join(wantPaths, ",") {
+		t.Errorf("bundled sound device %+v, want nodes %v (by-path directory skipped)", sound, wantPaths)
+	}
+	if stderr != "" {
+		t.Errorf("unexpected diagnostics: %s", stderr)
+	}
+}
+
+// TestFirstGroupWins checks that a catch-all group after a specific one
+// does not get the specific group's nodes again.
+func TestFirstGroupWins(t *testing.T) {
+	inv, _ := discoverOK(t, fixture(), `{"groups":[
+		{"name":"usb","paths":["/dev/ttyUSB*"],"permissions":"r"},
+		{"paths":["/dev/tty*"]}]}`)
+	got := ids(inv)
+	if len(got) != 2+1+45+4+1 {
+		t.Fatalf("%d devices: %v", len(got), got)
+	}
+	if got[0] != "usb-ttyUSB0" || got[1] != "usb-ttyUSB1" || got[2] != "tty" || got[3] != "tty0" || got[4] != "tty1" || got[5] != "tty2" {
+		t.Errorf("order %v", got[:6])
+	}
+	for _, id := range got[2:] {
+		if strings.Contains(id, "USB") {
+			t.Errorf("%s matched by the catch-all group too", id)
+		}
+	}
+	if p := inv.Devices[0].Nodes[0].Permissions; p != "r" {
+		t.Errorf("permissions %q, want r", p)
+	}
+	if inv.Devices[2].Resource != (spec.ResourceSpec{Type: "dev"}) {
+		t.Errorf("unnamed group serves %v, want the bare type", inv.Devices[2].Resource)
+	}
+}
+
+func TestDiscoverEdgeCases(t *testing.T) {
+	tests := []struct {
+		name, args string
+		fsys       fs.FS
+		ids        []string
+		healthy    []bool
+		stderr     string
+	}{
+		{"missing dirs", exampleGroups, fstest.MapFS{}, nil, nil, ""},
+		{"natural order", `{"groups":[{"name":"s","paths":["/dev/ttyUSB*"]}]}`,
+			fstest.MapFS{"dev/ttyUSB10": {}, "dev/ttyUSB2": {}, "dev/ttyUSB1": {}},
+			[]string{"s-ttyUSB1", "s-ttyUSB2", "s-ttyUSB10"}, []bool{true, true, true}, ""},
+		{"dangling link is unhealthy", `{"groups":[{"name":"cam","paths":["/dev/video*"]}]}`,
+			fstest.MapFS{"dev/video0": {}, "dev/video1": {Mode: fs.ModeSymlink, Data: []byte("gone")}},
+			[]string{"cam-video0", "cam-video1"}, []bool{true, false}, ""},
+		{"bundle with a dangling link", `{"groups":[{"name":"snd","paths":["/dev/snd/*"],"perDevice":"all"}]}`,
+			fstest.MapFS{"dev/snd/timer": {}, "dev/snd/x": {Mode: fs.ModeSymlink, Data: []byte("gone")}},
+			[]string{"snd"}, []bool{false}, ""},
+		{"unnamed bundle takes the type", `{"groups":[{"paths":["/dev/snd/*"],"perDevice":"all"}]}`,
+			fstest.MapFS{"dev/snd/timer": {}}, []string{"dev"}, []bool{true}, ""},
+		{"nested paths and odd characters", `{"groups":[{"name":"in","paths":["/dev/input/*/*"]}]}`,
+			fstest.MapFS{"dev/input/by-id/usb-Logi+Cam": {}, "dev/input/by-id/usb-Logi_Cam": {}, "dev/input/by-id/ok": {}},
+			[]string{"in-input_by-id_ok", "in-input_by-id_usb-Logi_Cam"}, []bool{true, true}, "skipping /dev/input/by-id/usb-Logi_Cam"},
+		{"outside /dev", `{"groups":[{"name":"x","paths":["/run/dev?"]}]}`,
+			fstest.MapFS{"run/dev1": {}}, []string{"x-run_dev1"}, []bool{true}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			inv, stderr := discoverOK(t, tt.fsys, tt.args)
+			if got := ids(inv); !reflect.DeepEqual(got, tt.ids) {
+				t.Fatalf("ids %v, want %v", got, tt.ids)
+			}
+			for i, d := range inv.Devices {
+				if d.Healthy != tt.healthy[i] {
+					t.Errorf("%s healthy %v, want %v", d.ID, d.Healthy, tt.healthy[i])
+				}
+			}
+			if !strings.Contains(stderr, tt.stderr) || (tt.stderr == "" && stderr != "") {
+				t.Errorf("stderr %q, want %q", stderr, tt.stderr)
+			}
+			if len(inv.Resources) == 0 {
+				t.Error("no resource-spec served")
+			}
+		})
+	}
+}
+
+func TestBadArgs(t *testing.T) {
+	for _, args := range []string{
+		`{}`,
+		`{"groups":{}}`,
+		`{"groups":[]}`,
+		`{"groups":[{"name":"a","paths":["/dev/a"],"perDevices":"all"}]}`,
+		`{"groups":[{"name":5,"paths":["/dev/a"]}]}`,
+		`{"groups":[{"name":"ser-ial","paths":["/dev/a"]}]}`,
+		`{"groups":[{"name":"abcdefghijklmnop","paths":["/dev/a"]}]}`,
+		`{"groups":[{"name":"a_b","paths":["/dev/a"]}]}`,
+		`{"groups":[{"name":"a","paths":["/dev/a"]},{"name":"a","paths":["/dev/b"]}]}`,
+		`{"groups":[{"paths":["/dev/a"]},{"paths":["/dev/b"]}]}`,
+		`{"groups":[{"name":"a"}]}`,
+		`{"groups":[{"name":"a","paths":["dev/a"]}]}`,
+		`{"groups":[{"name":"a","paths":["/dev/../etc/x"]}]}`,
+		`{"groups":[{"name":"a","paths":["/dev/"]}]}`,
+		`{"groups":[{"name":"a","paths":["/"]}]}`,
+		`{"groups":[{"name":"a","paths":["/dev/[a"]}]}`,
+		`{"groups":[{"name":"a","paths":["/dev/a"],"perDevice":"each"}]}`,
+		`{"groups":[{"name":"a","paths":["/dev/a"],"permissions":"rx"}]}`,
+		`{"groups":[{"name":"a","paths":["/dev/a"],"permissions":"rr"}]}`,
+	} {
+		t.Run(args, func(t *testing.T) {
+			h, _ := host(t, fstest.MapFS{}, args)
+			_, err := discover(h)
+			if spec.CodeOf(err) != spec.CodeInvalidConfig {
+				t.Fatalf("error %v, want code %d", err, spec.CodeInvalidConfig)
+			}
+		})
+	}
+}
+
+func TestNaturalLess(t *testing.T) {
+	in := []string{"ttyUSB10", "ttyUSB2", "ttyACM0", "ttyUSB1", "ttyUSB01", "tty", "ttyUSB", "video0", "ttyUSB100000000000000000000", "ttyUSB99999999999999999999"}
+	want := []string{"tty", "ttyACM0", "ttyUSB", "ttyUSB01", "ttyUSB1", "ttyUSB2", "ttyUSB10", "ttyUSB99999999999999999999", "ttyUSB100000000000000000000", "video0"}
+	sort.Slice(in, func(i, j int) bool { return naturalLess(in[i], in[j]) })
+	if !reflect.DeepEqual(in, want) {
+		t.Fatalf("got  %v\nwant %v", in, want)
+	}
+	for _, s := range want {
+		if naturalLess(s, s) {
+			t.Errorf("naturalLess(%q, %q) is true", s, s)
+		}
+	}
+}
