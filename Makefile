@@ -1,0 +1,56 @@
+# Build, install, test and demo the CDI plugin suite. `make help` lists targets.
+
+GO        ?= go
+PREFIX    ?= /usr/local
+PLUGINDIR ?= /opt/cdi/bin
+CONFDIR   ?= /etc/cdi
+DESTDIR   ?=
+
+# Every directory under plugins/ with a main.go is a plugin binary of that name.
+PLUGINS := $(notdir $(patsubst %/main.go,%,$(wildcard plugins/*/main.go)))
+TOOLS   := cditool
+
+.PHONY: all build install test lint bench demo clean help
+
+all: build
+
+help:
+	@echo "make build     plugins and tools into bin/ ($(PLUGINS) $(TOOLS))"
+	@echo "make install   plugins to DESTDIR$(PLUGINDIR), drop-ins to DESTDIR$(CONFDIR), tools to DESTDIR$(PREFIX)/bin"
+	@echo "make test      vet, then every test with the race detector"
+	@echo "make lint      gofmt and go vet"
+	@echo "make bench     benchmarks, printed as ratios against floors measured in the same run"
+	@echo "make demo      build, install into a temporary prefix and walk through the protocol"
+
+build:
+	@mkdir -p bin
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-s -o bin/ $(addprefix ./plugins/,$(PLUGINS))
+	$(GO) build -trimpath -o bin/ ./spec/cmd/cditool
+
+# Drop-ins an operator already has are left alone: they are configuration.
+install: build
+	install -d $(DESTDIR)$(PLUGINDIR) $(DESTDIR)$(CONFDIR) $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(addprefix bin/,$(PLUGINS)) $(DESTDIR)$(PLUGINDIR)/
+	install -m 0755 $(addprefix bin/,$(TOOLS)) $(DESTDIR)$(PREFIX)/bin/
+	@cd conf.d && for f in */*.conf; do \
+		dst="$(DESTDIR)$(CONFDIR)/$$f"; \
+		if [ -e "$$dst" ]; then echo "keeping existing $$dst"; \
+		else install -D -m 0644 "$$f" "$$dst" && echo "installed $$dst"; fi; \
+	done
+
+test:
+	$(GO) vet ./...
+	$(GO) test -race -count=1 ./...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+bench:
+	@echo "benchmarks are not wired up yet"
+
+demo: build
+	./testdata/demo.sh
+
+clean:
+	rm -rf bin

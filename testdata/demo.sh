@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The suite end to end on the bundled defaults, without root and without a
+# cluster: install into a temporary prefix, point the drop-ins' root at the
+# fixture host in testdata/root (this machine need not have the devices),
+# then walk through VERSION, INFO, ADD, LIST and DEL, first with cditool and
+# then with a raw exec exactly as a container runtime makes it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+
+prefix=$(mktemp -d "${TMPDIR:-/tmp}/cdi-demo.XXXXXX")
+if [ -z "${KEEP:-}" ]; then trap 'rm -rf "$prefix"' EXIT; fi
+
+step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+show() { printf '$ %s\n' "$*"; "$@"; }
+
+step "install into $prefix"
+make --no-print-directory install DESTDIR="$prefix" PREFIX=/usr >/dev/null
+plugins=$prefix/opt/cdi/bin conf=$prefix/etc/cdi state=$prefix/var/lib/cdi
+# The installed drop-ins say root "/" and stateDir /var/lib/cdi, right for a
+# real node; the demo points them at the fixture and the temporary prefix.
+for f in "$conf"/*.d/*.conf; do
+	sed -i -e "s|\"root\": \"/\"|\"root\": \"$repo/testdata/root\"|" \
+		-e "s|\"stateDir\": \"/var/lib/cdi\"|\"stateDir\": \"$state\"|" "$f"
+done
+ls "$plugins" "$conf"/*.d
+cditool() { "$prefix/usr/bin/cditool" --conf-dir "$conf" --path "$plugins" "$@"; }
+
+step "cditool: the versions each GPU plugin speaks, and what it offers"
+show cditool version gpu
+show cditool info gpu
+
+step "cditool: allocate one GPU near NUMA node 1 and two terminals"
+show cditool add gpu demo-gpu gpu:1 --numa 1
+show cditool add tty demo-tty tty:2
+
+step "cditool: what is allocated"
+show cditool list gpu
+show cditool list tty
+
+step "a runtime's raw calls: VERSION, then ADD and DEL of a serial adapter"
+raw() { env -i "$@" "$plugins/generic" < "$conf/dev.d/generic.conf"; }
+echo "\$ env -i CDI_COMMAND=VERSION $plugins/generic < $conf/dev.d/generic.conf"
+raw CDI_COMMAND=VERSION
+echo "\$ env -i CDI_COMMAND=ADD CDI_VERSION=0.1.0 CDI_REQUEST=dev-serial:1 CDI_REQUEST_ID=demo-serial $plugins/generic < $conf/dev.d/generic.conf"
+raw CDI_COMMAND=ADD CDI_VERSION=0.1.0 CDI_REQUEST=dev-serial:1 CDI_REQUEST_ID=demo-serial
+echo "\$ env -i CDI_COMMAND=DEL CDI_VERSION=0.1.0 CDI_REQUEST_ID=demo-serial ... (no output on success)"
+raw CDI_COMMAND=DEL CDI_VERSION=0.1.0 CDI_REQUEST_ID=demo-serial
+echo "exit status $?"
+
+step "cditool: release everything"
+show cditool del gpu demo-gpu
+show cditool del tty demo-tty
+show cditool list tty
+
+step "done"
+echo "state files, now empty of allocations: $(cd "$state" && echo */*.json)"
+[ -n "${KEEP:-}" ] && echo "kept $prefix (KEEP is set)"
+exit 0
