@@ -92,7 +92,7 @@ func TestCditool(t *testing.T) {
 		{"broken sibling with --conf", broken, []string{"info", "--conf", "a", "tty"}, 0, []string{"tty.d/a.conf"}, []string{"warning", "b.conf"}},
 
 		{"add plugin error", mode("fail"), []string{"add", "tty", "pod1", "tty:3"}, 1, nil, []string{"add failed: plugin error code 10 (Insufficient resources): asked for tty:3, 2 free"}},
-		{"info one of two fails", failB, []string{"info", "tty"}, 1, []string{"tty.d/a.conf: A"}, []string{"tty.d/b.conf: info failed: plugin error code 101: inventory unavailable"}},
+		{"info one of two fails", failB, []string{"info", "tty"}, 1, []string{"tty.d/a.conf: A"}, []string{"tty.d/b.conf: info failed: plugin error code 101 (Plugin error): inventory unavailable"}},
 		{"del state error", one, []string{"del", "tty", "broken"}, 1, nil, []string{"code 13 (State error)"}},
 		{"unsupported version asked", one, []string{"--cdi-version", "0.999.0", "info", "tty"}, 1, nil, []string{"code 1 (Incompatible CDI version)"}},
 
