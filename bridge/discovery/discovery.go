@@ -1,0 +1,138 @@
+package discovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/cdiexec/cdi/spec"
+	"github.com/cdiexec/cdi/spec/invoke"
+)
+
+// Pool is the devices of one resource-spec served by one drop-in.
+type Pool struct {
+	// Name is "<resource-spec>-<drop-in id>", e.g. "gpu-drm" for the
+	// gpu devices of /etc/cdi/gpu.d/drm.conf. It names the
+	// Configuration-level resource and prefixes its Instances, and is the
+	// same on every node with the same drop-in.
+	Name     string
+	Resource string
+	Conf     *invoke.Conf
+	Plugin   *invoke.Plugin
+	Devices  []spec.DeviceInfo
+	// Err is the last INFO failure; Devices are then the previous run's,
+	// all unhealthy.
+	Err error
+}
+
+// Discoverer runs discovery. Set the fields before the first call; it is
+// not safe for concurrent use (Run calls Discover from one goroutine).
+type Discoverer struct {
+	ConfDir    string
+	PluginDirs []string
+	// Timeout bounds each plugin run (0: invoke.DefaultTimeout).
+	Timeout time.Duration
+	// Exec runs the plugins; nil means invoke.ProcessExec{}.
+	Exec   invoke.Exec
+	Logger *slog.Logger
+
+	last map[string]Pool
+}
+
+// Discover loads the drop-ins and runs INFO on each. Drop-ins that do not
+// load or whose plugin is missing are logged and skipped; the error is
+// non-nil only when the drop-in directory itself cannot be read.
+func (d *Discoverer) Discover(ctx context.Context) ([]Pool, error) {
+	confs, err := invoke.LoadAll(d.ConfDir)
+	if err != nil {
+		d.log().Warn("some drop-ins do not load", "error", err)
+		if len(confs) == 0 && !errors.Is(err, spec.ErrMalformed) && spec.CodeOf(err) == 0 {
+			return nil, fmt.Errorf("loading drop-ins from %s: %w", d.ConfDir, err)
+		}
+	}
+	next := map[string]Pool{}
+	for _, c := range confs {
+		for _, p := range d.discoverConf(ctx, c) {
+			next[p.Name] = p
+		}
+	}
+	d.last = next
+	return sortedPools(next), nil
+}
+
+func (d *Discoverer) discoverConf(ctx context.Context, c *invoke.Conf) []Pool {
+	p, err := invoke.NewPlugin(c, d.PluginDirs)
+	if err != nil {
+		d.log().Error("drop-in skipped", "dropIn", c.Path, "error", err)
+		return nil
+	}
+	p.Exec, p.Timeout, p.CDIVersion = d.Exec, d.Timeout, spec.Version010
+	info, err := p.Info(ctx)
+	if err != nil {
+		d.log().Error("INFO failed; keeping the devices last seen, unhealthy", "dropIn", c.Path, "error", err)
+		return d.stale(c, p, err)
+	}
+	byResource := map[string][]spec.DeviceInfo{}
+	for _, dev := range info.Devices {
+		byResource[dev.Resource] = append(byResource[dev.Resource], dev)
+	}
+	var pools []Pool
+	for res, devs := range byResource {
+		pools = append(pools, Pool{Name: PoolName(res, c.ID()), Resource: res, Conf: c, Plugin: p, Devices: devs})
+	}
+	return pools
+}
+
+// stale returns the pools of drop-in c from the previous run, with every
+// device unhealthy and err recorded.
+func (d *Discoverer) stale(c *invoke.Conf, p *invoke.Plugin, err error) []Pool {
+	var pools []Pool
+	for _, old := range d.last {
+		if old.Conf.Path != c.Path {
+			continue
+		}
+		devs := make([]spec.DeviceInfo, len(old.Devices))
+		for i, dev := range old.Devices {
+			dev.Healthy = false
+			devs[i] = dev
+		}
+		old.Devices, old.Plugin, old.Err = devs, p, err
+		pools = append(pools, old)
+	}
+	return pools
+}
+
+// PoolName is "<resource-spec>-<drop-in id>", lower-cased, with every
+// character that a Kubernetes object name cannot hold turned into '-'.
+func PoolName(resource, dropIn string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-':
+			return r
+		case r >= 'A' && r <= 'Z':
+			return r + 'a' - 'A'
+		}
+		return '-'
+	}, resource+"-"+dropIn)
+}
+
+func sortedPools(m map[string]Pool) []Pool {
+	out := make([]Pool, 0, len(m))
+	for _, p := range m {
+		sort.Slice(p.Devices, func(i, j int) bool { return p.Devices[i].ID < p.Devices[j].ID })
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func (d *Discoverer) log() *slog.Logger {
+	if d.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return d.Logger
+}

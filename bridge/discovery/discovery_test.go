@@ -1,0 +1,169 @@
+package discovery
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// pluginDir holds the real generic-tty and generic plugins, built once.
+var pluginDir string
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "discovery-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	defer os.RemoveAll(dir)
+	for _, p := range []string{"generic-tty", "generic"} {
+		out, err := exec.Command("go", "build", "-o", dir, "github.com/cdiexec/cdi/plugins/"+p).CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", p, err, out)
+			return 2
+		}
+	}
+	pluginDir = dir
+	return m.Run()
+}
+
+func fixture(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("../../testdata/root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+func writeConf(t *testing.T, confDir, typ, id, plugin string, args map[string]any) {
+	t.Helper()
+	doc := map[string]any{"cdiVersion": "0.1.0", "name": id, "type": typ, "plugin": plugin, "args": args}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(confDir, typ+".d", id+".conf")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func newDiscoverer(t *testing.T) (*Discoverer, string) {
+	confDir := t.TempDir()
+	state := t.TempDir()
+	writeConf(t, confDir, "tty", "generic", "generic-tty", map[string]any{"root": fixture(t), "stateDir": state, "num_system_reserved": 40})
+	writeConf(t, confDir, "dev", "usb", "generic", map[string]any{"root": fixture(t), "stateDir": state, "capacity": 2,
+		"groups": []map[string]any{{"name": "serial", "paths": []string{"/dev/ttyUSB*"}}, {"name": "video", "paths": []string{"/dev/video*"}}}})
+	return &Discoverer{ConfDir: confDir, PluginDirs: []string{pluginDir}}, confDir
+}
+
+func TestDiscoverPools(t *testing.T) {
+	d, _ := newDiscoverer(t)
+	pools, err := d.Discover(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"dev-serial-usb": 2, "dev-video-usb": 4, "tty-generic": 4}
+	if len(pools) != len(want) {
+		t.Fatalf("pools %v, want %v", names(pools), want)
+	}
+	for _, p := range pools {
+		if len(p.Devices) != want[p.Name] || p.Err != nil {
+			t.Errorf("pool %s: %d devices, err %v; want %d", p.Name, len(p.Devices), p.Err, want[p.Name])
+		}
+		for _, dev := range p.Devices {
+			if !dev.Healthy || dev.Resource != p.Resource {
+				t.Errorf("pool %s: device %+v", p.Name, dev)
+			}
+		}
+	}
+}
+
+func TestFailedInfoKeepsDevicesUnhealthy(t *testing.T) {
+	d, confDir := newDiscoverer(t)
+	if _, err := d.Discover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	broken := filepath.Join(t.TempDir(), "broken")
+	if err := os.WriteFile(broken, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writeConf(t, confDir, "tty", "generic", "generic-tty", map[string]any{"root": broken, "stateDir": t.TempDir()})
+	pools, err := d.Discover(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tty := find(pools, "tty-generic")
+	if tty == nil || tty.Err == nil || len(tty.Devices) != 4 {
+		t.Fatalf("tty pool after a failed INFO: %+v", tty)
+	}
+	for _, dev := range tty.Devices {
+		if dev.Healthy {
+			t.Errorf("device %s still healthy", dev.ID)
+		}
+	}
+	if serial := find(pools, "dev-serial-usb"); serial == nil || !serial.Devices[0].Healthy {
+		t.Errorf("another drop-in's pool was affected: %+v", serial)
+	}
+}
+
+func TestRunNoticesNewDropIn(t *testing.T) {
+	d, confDir := newDiscoverer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	results := make(chan []Pool, 10)
+	go d.Run(ctx, time.Hour, 20*time.Millisecond, func(p []Pool) { results <- p })
+	if got := <-results; len(got) != 3 {
+		t.Fatalf("first run: %v", names(got))
+	}
+	writeConf(t, confDir, "snd", "sound", "generic", map[string]any{"root": fixture(t), "stateDir": t.TempDir(),
+		"groups": []map[string]any{{"name": "", "paths": []string{"/dev/snd/*"}, "perDevice": "all"}}})
+	select {
+	case got := <-results:
+		if find(got, "snd-sound") == nil {
+			t.Fatalf("after adding a drop-in: %v", names(got))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the new drop-in was not discovered")
+	}
+}
+
+func TestPoolName(t *testing.T) {
+	for in, want := range map[[2]string]string{
+		{"gpu", "drm"}:           "gpu-drm",
+		{"dev-serial", "My_USB"}: "dev-serial-my-usb",
+		{"tty", "generic.local"}: "tty-generic-local",
+	} {
+		if got := PoolName(in[0], in[1]); got != want {
+			t.Errorf("PoolName(%q, %q) = %q, want %q", in[0], in[1], got, want)
+		}
+	}
+}
+
+func find(pools []Pool, name string) *Pool {
+	for i := range pools {
+		if pools[i].Name == name {
+			return &pools[i]
+		}
+	}
+	return nil
+}
+
+func names(pools []Pool) []string {
+	var out []string
+	for _, p := range pools {
+		out = append(out, fmt.Sprintf("%s(%d)", p.Name, len(p.Devices)))
+	}
+	return out
+}
