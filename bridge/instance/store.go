@@ -1,0 +1,51 @@
+package instance
+
+import (
+	"context"
+	"errors"
+)
+
+// Claim sets one slot to a usage value.
+type Claim struct {
+	Instance string
+	Slot     string
+	// Value is the usage the claim sets (ILUsage or CLUsage).
+	Value string
+}
+
+// Errors a Store's Claim wraps.
+var (
+	// ErrSlotTaken: the slot holds another usage than the claim's.
+	ErrSlotTaken = errors.New("slot is in use")
+	// ErrNoSlot: the instance or the slot does not exist.
+	ErrNoSlot = errors.New("no such slot")
+)
+
+// Store keeps the Instances. Implementations are safe for concurrent use,
+// and by several processes or nodes at once where they say so.
+type Store interface {
+	// List returns every Instance.
+	List(ctx context.Context) ([]Instance, error)
+	// Observe records that node sees exactly the devices seen (Name,
+	// Config, DeviceID, Shared, Capacity, Properties set) of the pool
+	// config: missing Instances are created with every slot free, node is
+	// added to their Nodes, capacity and properties are updated; node is
+	// removed from the pool's other Instances. Shrinking capacity drops
+	// only free slots: a claimed slot above the new capacity stays until
+	// it is released. An Instance that no node sees and whose slots are
+	// all free is deleted.
+	Observe(ctx context.Context, node, config string, seen []Instance) error
+	// Claim sets every claim's slot to its Value, all or nothing. A slot
+	// must be free or hold exactly Value already (a repeated claim is not
+	// an error); otherwise nothing changes and the error wraps
+	// ErrSlotTaken or ErrNoSlot.
+	Claim(ctx context.Context, claims []Claim) error
+	// Release frees each slot that holds exactly its claim's Value, and
+	// leaves the others alone: a release never undoes someone else's
+	// claim.
+	Release(ctx context.Context, claims []Claim) error
+	// Changes returns a channel that receives after any change to the
+	// store, made here or elsewhere, and a function to stop receiving.
+	// Sends are coalesced: a receiver calls List for the current state.
+	Changes() (<-chan struct{}, func())
+}
