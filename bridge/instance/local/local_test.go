@@ -1,0 +1,95 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cdiexec/cdi/bridge/instance"
+	"github.com/cdiexec/cdi/bridge/instance/storetest"
+)
+
+func TestContract(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) instance.Store {
+		return New(filepath.Join(t.TempDir(), "instances.json"))
+	})
+}
+
+// Two Stores on one file stand for two bridge processes: the lock must
+// let exactly one of them win each race for the last slot.
+func TestRaceForOneSlot(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "instances.json")
+	stores := []*Store{New(path), New(path)}
+	cam := storetest.Cam("a", "lobby", 1)
+	if err := stores[0].Observe(context.Background(), "a", "cam", []instance.Instance{cam}); err != nil {
+		t.Fatal(err)
+	}
+	slot := instance.SlotID(cam.Name, 0)
+	for round := 0; round < 200; round++ {
+		var wg sync.WaitGroup
+		errs := make([]error, len(stores))
+		for i, s := range stores {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = s.Claim(context.Background(), []instance.Claim{{Instance: cam.Name, Slot: slot, Value: "node-" + string(rune('a'+i))}})
+			}()
+		}
+		wg.Wait()
+		winners := 0
+		for _, err := range errs {
+			if err == nil {
+				winners++
+			} else if !errors.Is(err, instance.ErrSlotTaken) {
+				t.Fatal(err)
+			}
+		}
+		if winners != 1 {
+			t.Fatalf("round %d: %d winners (%v)", round, winners, errs)
+		}
+		for i, s := range stores {
+			if err := s.Release(context.Background(), []instance.Claim{{Instance: cam.Name, Slot: slot, Value: "node-" + string(rune('a'+i))}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+func TestOtherWriterNoticed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "instances.json")
+	watcher, writer := New(path), New(path)
+	watcher.PollInterval = 10 * time.Millisecond
+	ch, cancel := watcher.Changes()
+	defer cancel()
+	if err := writer.Observe(context.Background(), "b", "cam", []instance.Instance{storetest.Cam("b", "lobby", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a write through another Store was not noticed")
+	}
+}
+
+func TestCorruptFileIsAnError(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "instances.json")
+	if err := os.WriteFile(path, []byte("{torn"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := New(path)
+	_, err := s.List(context.Background())
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), path) {
+		t.Fatalf("List = %v, want ErrCorrupt naming the file", err)
+	}
+	if err := s.Observe(context.Background(), "a", "cam", nil); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Observe = %v, want ErrCorrupt", err)
+	}
+	if data, _ := os.ReadFile(path); string(data) != "{torn" {
+		t.Errorf("the corrupt file was overwritten with %q", data)
+	}
+}
