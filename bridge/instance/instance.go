@@ -29,10 +29,10 @@ type Instance struct {
 	Version string
 }
 
-// maxName keeps "<name>-<slot>" within the 64 characters of a CDI
-// request-id (slots stay below 1024, the protocol's capacity limit) and
-// the name within a Kubernetes object name's 63.
-const maxName = 59
+// maxName keeps "<name>-<slot>" within the 63 characters the kubelet
+// allows a device id (and so within a CDI request-id's 64), since slots
+// stay below 1024, the protocol's capacity limit.
+const maxName = 58
 
 // Name is "<config>-<hash>": hash is 8 hex digits of SHA-256 of the device
 // id, and of the node name too when the device is not shared, so that two

@@ -1,0 +1,183 @@
+// Package kubelettest is a kubelet's device-manager side for tests, over
+// real unix sockets: it serves the Registration service on kubelet.sock,
+// dials each registering plugin back, keeps a ListAndWatch stream open to
+// it and records every list, and can Allocate and restart as the real
+// kubelet does (deleting every socket in its directory).
+package kubelettest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+)
+
+// Kubelet is the fake. Its methods are safe for concurrent use.
+type Kubelet struct {
+	pluginapi.UnimplementedRegistrationServer
+	Dir string
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	regs    []*pluginapi.RegisterRequest
+	lists   map[string][]*pluginapi.Device // resource -> last list
+	plugins map[string]*grpc.ClientConn    // resource -> connection
+	g       *grpc.Server
+	cancel  context.CancelFunc
+	ctx     context.Context
+}
+
+// Start serves kubelet.sock in dir.
+func Start(dir string) (*Kubelet, error) {
+	k := &Kubelet{Dir: dir}
+	k.cond = sync.NewCond(&k.mu)
+	return k, k.start()
+}
+
+func (k *Kubelet) start() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.lists, k.plugins = map[string][]*pluginapi.Device{}, map[string]*grpc.ClientConn{}
+	k.ctx, k.cancel = context.WithCancel(context.Background())
+	lis, err := net.Listen("unix", filepath.Join(k.Dir, "kubelet.sock"))
+	if err != nil {
+		return err
+	}
+	k.g = grpc.NewServer()
+	pluginapi.RegisterRegistrationServer(k.g, k)
+	go func() { _ = k.g.Serve(lis) }()
+	return nil
+}
+
+// Register is the kubelet's side of registration: it dials the plugin
+// back inside the call, as the real device manager does.
+func (k *Kubelet) Register(_ context.Context, req *pluginapi.RegisterRequest) (*pluginapi.Empty, error) {
+	if req.Version != pluginapi.Version {
+		return nil, fmt.Errorf("unsupported version %q", req.Version)
+	}
+	conn, err := grpc.NewClient("unix://"+filepath.Join(k.Dir, req.Endpoint), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	k.mu.Lock()
+	ctx := k.ctx
+	if old := k.plugins[req.ResourceName]; old != nil {
+		old.Close()
+	}
+	k.plugins[req.ResourceName] = conn
+	k.regs = append(k.regs, req)
+	k.cond.Broadcast()
+	k.mu.Unlock()
+	stream, err := pluginapi.NewDevicePluginClient(conn).ListAndWatch(ctx, &pluginapi.Empty{})
+	if err != nil {
+		return nil, err
+	}
+	go k.watch(req.ResourceName, stream)
+	return &pluginapi.Empty{}, nil
+}
+
+func (k *Kubelet) watch(resource string, stream pluginapi.DevicePlugin_ListAndWatchClient) {
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			return
+		}
+		devs := resp.Devices
+		if devs == nil {
+			devs = []*pluginapi.Device{} // an empty list, as sent; nil means none received
+		}
+		k.mu.Lock()
+		k.lists[resource] = devs
+		k.cond.Broadcast()
+		k.mu.Unlock()
+	}
+}
+
+// Registrations returns every Register request received so far.
+func (k *Kubelet) Registrations() []*pluginapi.RegisterRequest {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return append([]*pluginapi.RegisterRequest(nil), k.regs...)
+}
+
+// WaitFor waits until ok holds for the registrations and the last list of
+// resource, or timeout passes.
+func (k *Kubelet) WaitFor(resource string, timeout time.Duration, ok func(regs int, devs []*pluginapi.Device) bool) ([]*pluginapi.Device, error) {
+	timer := time.AfterFunc(timeout, func() { k.mu.Lock(); k.cond.Broadcast(); k.mu.Unlock() })
+	defer timer.Stop()
+	deadline := time.Now().Add(timeout)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for {
+		n := 0
+		for _, r := range k.regs {
+			if r.ResourceName == resource {
+				n++
+			}
+		}
+		if ok(n, k.lists[resource]) {
+			return k.lists[resource], nil
+		}
+		if time.Now().After(deadline) {
+			return k.lists[resource], fmt.Errorf("timed out after %v waiting on %s (%d registrations, list %v)", timeout, resource, n, k.lists[resource])
+		}
+		k.cond.Wait()
+	}
+}
+
+// Allocate calls the resource's plugin with one container request per
+// element of ids.
+func (k *Kubelet) Allocate(ctx context.Context, resource string, ids ...[]string) (*pluginapi.AllocateResponse, error) {
+	k.mu.Lock()
+	conn := k.plugins[resource]
+	k.mu.Unlock()
+	if conn == nil {
+		return nil, fmt.Errorf("%s is not registered", resource)
+	}
+	req := &pluginapi.AllocateRequest{}
+	for _, c := range ids {
+		req.ContainerRequests = append(req.ContainerRequests, &pluginapi.ContainerAllocateRequest{DevicesIds: c})
+	}
+	return pluginapi.NewDevicePluginClient(conn).Allocate(ctx, req)
+}
+
+// Restart stops the kubelet, deletes every socket in its directory (as a
+// restarting kubelet does) and starts it again with a new kubelet.sock.
+func (k *Kubelet) Restart() error {
+	k.Stop()
+	socks, _ := filepath.Glob(filepath.Join(k.Dir, "*.sock"))
+	for _, s := range socks {
+		_ = os.Remove(s)
+	}
+	return k.start()
+}
+
+// Stop closes the server and every plugin connection.
+func (k *Kubelet) Stop() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.cancel()
+	for _, c := range k.plugins {
+		c.Close()
+	}
+	k.g.Stop()
+	k.cond.Broadcast()
+}
+
+// Forget closes the connection to a resource's plugin, ending its stream
+// without any socket changing, as a kubelet that lost a plugin does.
+func (k *Kubelet) Forget(resource string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if c := k.plugins[resource]; c != nil {
+		c.Close()
+		delete(k.plugins, resource)
+	}
+}

@@ -1,0 +1,192 @@
+package deviceplugin
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/cdiexec/cdi/bridge/deviceplugin/kubelettest"
+)
+
+const wait = 10 * time.Second
+
+// fakeHandler serves a settable device list and answers Allocate with
+// one env var per device.
+type fakeHandler struct {
+	mu   sync.Mutex
+	devs []Device
+	subs []chan struct{}
+}
+
+func (h *fakeHandler) Devices() []Device {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]Device(nil), h.devs...)
+}
+
+func (h *fakeHandler) Changes() (<-chan struct{}, func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ch := make(chan struct{}, 1)
+	h.subs = append(h.subs, ch)
+	return ch, func() {}
+}
+
+func (h *fakeHandler) set(devs ...Device) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.devs = devs
+	for _, ch := range h.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (h *fakeHandler) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+	resp := &pluginapi.AllocateResponse{}
+	for _, c := range req.ContainerRequests {
+		resp.ContainerResponses = append(resp.ContainerResponses, &pluginapi.ContainerAllocateResponse{Envs: map[string]string{"DEVICES": strings.Join(c.DevicesIds, ",")}})
+	}
+	return resp, nil
+}
+
+func (h *fakeHandler) PreferredAllocation(context.Context, *pluginapi.PreferredAllocationRequest) (*pluginapi.PreferredAllocationResponse, error) {
+	return nil, nil
+}
+
+// shortDir is a temp dir short enough for unix socket paths.
+func shortDir(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "dp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+func startPlugin(t *testing.T, dir string, h Handler) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Plugin{Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)), ResourceName: "cdi.example.com/cam", Dir: dir, Handler: h, Preferred: true, PollInterval: 20 * time.Millisecond, StreamGrace: 200 * time.Millisecond}
+	done := make(chan struct{})
+	go func() { _ = p.Run(ctx); close(done) }()
+	stop = func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return stop
+}
+
+func ids(devs []*pluginapi.Device) string {
+	var out []string
+	for _, d := range devs {
+		out = append(out, d.ID+"="+d.Health)
+	}
+	return strings.Join(out, ",")
+}
+
+func TestLifecycle(t *testing.T) {
+	dir := shortDir(t)
+	k, err := kubelettest.Start(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Stop()
+	h := &fakeHandler{devs: []Device{{ID: "a", Healthy: true, NUMANodes: []int{1}}, {ID: "b"}}}
+	stop := startPlugin(t, dir, h)
+	const res = "cdi.example.com/cam"
+	devs, err := k.WaitFor(res, wait, func(n int, d []*pluginapi.Device) bool { return n == 1 && len(d) == 2 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids(devs) != "a=Healthy,b=Unhealthy" || devs[0].Topology.Nodes[0].ID != 1 {
+		t.Fatalf("first list %v", devs)
+	}
+	reg := k.Registrations()[0]
+	if reg.Version != pluginapi.Version || !strings.HasPrefix(reg.Endpoint, "cdi.example.com_cam-") || !reg.Options.GetPreferredAllocationAvailable {
+		t.Errorf("registration %+v", reg)
+	}
+
+	t.Run("a change reaches the stream", func(t *testing.T) {
+		h.set(Device{ID: "a", Healthy: true}, Device{ID: "b", Healthy: true}, Device{ID: "c", Healthy: true})
+		if _, err := k.WaitFor(res, wait, func(_ int, d []*pluginapi.Device) bool { return ids(d) == "a=Healthy,b=Healthy,c=Healthy" }); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("allocate", func(t *testing.T) {
+		resp, err := k.Allocate(context.Background(), res, []string{"a", "c"}, []string{"b"})
+		if err != nil || len(resp.ContainerResponses) != 2 || resp.ContainerResponses[0].Envs["DEVICES"] != "a,c" {
+			t.Fatalf("Allocate = %v, %v", resp, err)
+		}
+	})
+	t.Run("kubelet restart", func(t *testing.T) {
+		if err := k.Restart(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := k.WaitFor(res, wait, func(n int, d []*pluginapi.Device) bool { return n == 2 && len(d) == 3 }); err != nil {
+			t.Fatal(err)
+		}
+		if a, b := k.Registrations()[0].Endpoint, k.Registrations()[1].Endpoint; a == b {
+			t.Errorf("both registrations used socket %s", a)
+		}
+	})
+	t.Run("shutdown", func(t *testing.T) {
+		stop()
+		if _, err := k.WaitFor(res, wait, func(_ int, d []*pluginapi.Device) bool { return d != nil && len(d) == 0 }); err != nil {
+			t.Fatal(err)
+		}
+		if socks, _ := filepath.Glob(filepath.Join(dir, "cdi.example.com_cam-*.sock")); len(socks) != 0 {
+			t.Errorf("sockets left after shutdown: %v", socks)
+		}
+	})
+}
+
+// A plugin started before the kubelet keeps trying and registers once
+// the kubelet is up.
+func TestRegistersWhenKubeletArrives(t *testing.T) {
+	dir := shortDir(t)
+	startPlugin(t, dir, &fakeHandler{devs: []Device{{ID: "a", Healthy: true}}})
+	time.Sleep(300 * time.Millisecond) // let a few attempts fail
+	k, err := kubelettest.Start(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Stop()
+	if _, err := k.WaitFor("cdi.example.com/cam", wait, func(n int, d []*pluginapi.Device) bool { return n >= 1 && len(d) == 1 }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSocketName(t *testing.T) {
+	now := time.Unix(0, 1234567890)
+	a, b := SocketName("cdi.example.com/gpu-drm", now), SocketName("cdi.example.com/gpu-drm", now.Add(1))
+	if a == b || !strings.HasPrefix(a, "cdi.example.com_gpu-drm-") || !strings.HasSuffix(a, ".sock") {
+		t.Errorf("SocketName = %q, %q", a, b)
+	}
+}
+
+// When the kubelet drops the stream and opens no other, the plugin
+// registers again after StreamGrace.
+func TestReregistersAfterDroppedStream(t *testing.T) {
+	dir := shortDir(t)
+	k, err := kubelettest.Start(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Stop()
+	startPlugin(t, dir, &fakeHandler{devs: []Device{{ID: "a", Healthy: true}}})
+	const res = "cdi.example.com/cam"
+	if _, err := k.WaitFor(res, wait, func(n int, d []*pluginapi.Device) bool { return n == 1 && len(d) == 1 }); err != nil {
+		t.Fatal(err)
+	}
+	k.Forget(res)
+	if _, err := k.WaitFor(res, wait, func(n int, _ []*pluginapi.Device) bool { return n == 2 }); err != nil {
+		t.Fatal(err)
+	}
+}
