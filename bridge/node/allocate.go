@@ -1,0 +1,125 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/cdiexec/cdi/bridge/instance"
+	"github.com/cdiexec/cdi/spec"
+	"github.com/cdiexec/cdi/spec/invoke"
+)
+
+// Grant is one slot an Allocate call sets up.
+type Grant struct {
+	Claim instance.Claim
+	// VDev is the Configuration-level virtual device; "" for Instance-level.
+	VDev string
+	// Held says the slot was this node's before the call (a vdev requested
+	// again): a failure of the call must not release or delete it.
+	Held     bool
+	Plugin   *invoke.Plugin
+	Resource string // resource-spec to request, e.g. "gpu"
+	DeviceID string // pinned with CDI_REQUEST_DEVICES
+}
+
+// Allocator claims and sets up slots.
+type Allocator struct {
+	Store instance.Store
+	// Timeout bounds each ADD: the kubelet gives Allocate none of its own.
+	Timeout time.Duration
+	// Prefix is the slot annotation's prefix (the resource domain).
+	Prefix string
+	Logger *slog.Logger
+}
+
+// Allocate claims every grant of the call at once, then runs ADD for each,
+// container by container. It is all or nothing: on any failure the
+// grants already added are deleted and every claim of the call released.
+func (a *Allocator) Allocate(ctx context.Context, containers [][]Grant) (*pluginapi.AllocateResponse, error) {
+	var claims []instance.Claim
+	for _, c := range containers {
+		for _, g := range c {
+			claims = append(claims, g.Claim)
+		}
+	}
+	if err := a.Store.Claim(ctx, claims); err != nil {
+		return nil, fmt.Errorf("claiming slots: %w", err) // Claim changed nothing
+	}
+	resp := &pluginapi.AllocateResponse{}
+	var added []Grant
+	for _, c := range containers {
+		cr := &pluginapi.ContainerAllocateResponse{}
+		for _, g := range c {
+			r, err := a.add(ctx, g)
+			if err != nil {
+				a.undo(added, containers)
+				return nil, err
+			}
+			added = append(added, g)
+			addToResponse(cr, r, a.Prefix, g.Claim.Slot, g.VDev)
+		}
+		resp.ContainerResponses = append(resp.ContainerResponses, cr)
+	}
+	return resp, nil
+}
+
+func (a *Allocator) add(ctx context.Context, g Grant) (*spec.AddResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, a.timeout())
+	defer cancel()
+	req, err := spec.ParseRequest(g.Resource + ":1")
+	if err != nil {
+		return nil, err
+	}
+	r, err := g.Plugin.Add(ctx, invoke.AddRequest{Request: req, RequestID: g.Claim.Slot, Devices: []string{g.DeviceID}})
+	if err != nil {
+		return nil, fmt.Errorf("ADD of slot %s (device %s): %w", g.Claim.Slot, g.DeviceID, err)
+	}
+	return r, nil
+}
+
+// undo deletes what the call added and releases what it claimed, leaving
+// the slots that were held before the call alone. It runs on a fresh
+// context: the caller's may be the reason for the failure.
+func (a *Allocator) undo(added []Grant, containers [][]Grant) {
+	ctx, cancel := context.WithTimeout(context.Background(), a.timeout())
+	defer cancel()
+	for _, g := range added {
+		if g.Held {
+			continue
+		}
+		var e *spec.Error
+		if err := g.Plugin.Del(ctx, g.Claim.Slot); err != nil && !(errors.As(err, &e) && e.Code == spec.CodeUnknownRequestID) {
+			a.log().Warn("DEL after a failed Allocate; the plugin's GC will release it", "slot", g.Claim.Slot, "error", err)
+		}
+	}
+	var release []instance.Claim
+	for _, c := range containers {
+		for _, g := range c {
+			if !g.Held {
+				release = append(release, g.Claim)
+			}
+		}
+	}
+	if err := a.Store.Release(ctx, release); err != nil {
+		a.log().Error("releasing the claims of a failed Allocate", "error", err)
+	}
+}
+
+func (a *Allocator) log() *slog.Logger {
+	if a.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return a.Logger
+}
+
+func (a *Allocator) timeout() time.Duration {
+	if a.Timeout > 0 {
+		return a.Timeout
+	}
+	return 30 * time.Second
+}

@@ -1,0 +1,147 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/cdiexec/cdi/bridge/instance"
+	"github.com/cdiexec/cdi/bridge/instance/local"
+	"github.com/cdiexec/cdi/spec"
+	"github.com/cdiexec/cdi/spec/invoke"
+)
+
+// pluginDir holds the real generic-tty plugin, built once.
+var pluginDir string
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "node-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	defer os.RemoveAll(dir)
+	if out, err := exec.Command("go", "build", "-o", dir, "github.com/cdiexec/cdi/plugins/generic-tty").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building generic-tty: %v\n%s", err, out)
+		return 2
+	}
+	pluginDir = dir
+	return m.Run()
+}
+
+// setup returns an Allocator on a fresh store holding Instances for
+// tty13, tty14 and tty99 (capacity 1, node n1), and the tty plugin. The
+// fixture has no tty99: it stands for a device gone since discovery,
+// whose ADD fails.
+func setup(t *testing.T) (*Allocator, *invoke.Plugin, map[string]instance.Instance) {
+	root, err := filepath.Abs("../../testdata/root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf, _ := json.Marshal(map[string]any{"cdiVersion": "0.1.0", "name": "t", "type": "tty", "plugin": "generic-tty",
+		"args": map[string]any{"root": root, "stateDir": t.TempDir(), "num_system_reserved": 12}})
+	plugin := &invoke.Plugin{Path: filepath.Join(pluginDir, "generic-tty"), Config: conf}
+	store := local.New(filepath.Join(t.TempDir(), "instances.json"))
+	ins := map[string]instance.Instance{}
+	var seen []instance.Instance
+	for _, dev := range []string{"tty13", "tty14", "tty99"} {
+		in := instance.Instance{Name: instance.Name("tty-t", dev, "n1", false), Config: "tty-t", DeviceID: dev, Capacity: 1}
+		ins[dev] = in
+		seen = append(seen, in)
+	}
+	if err := store.Observe(context.Background(), "n1", "tty-t", seen); err != nil {
+		t.Fatal(err)
+	}
+	return &Allocator{Store: store, Prefix: "cdi.example.com"}, plugin, ins
+}
+
+func grant(p *invoke.Plugin, in instance.Instance, dev, vdev string) Grant {
+	value := instance.ILUsage("n1")
+	if vdev != "" {
+		value = instance.CLUsage(vdev, "n1")
+	}
+	return Grant{Claim: instance.Claim{Instance: in.Name, Slot: instance.SlotID(in.Name, 0), Value: value}, VDev: vdev, Plugin: p, Resource: "tty", DeviceID: dev}
+}
+
+func usage(t *testing.T, a *Allocator, in instance.Instance) string {
+	all, err := a.Store.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range all {
+		if x.Name == in.Name {
+			return x.Usage[instance.SlotID(in.Name, 0)]
+		}
+	}
+	t.Fatalf("no instance %s", in.Name)
+	return ""
+}
+
+func allocations(t *testing.T, p *invoke.Plugin) map[string]bool {
+	l, err := p.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, a := range l.Allocations {
+		out[a.RequestID] = true
+	}
+	return out
+}
+
+func TestAllocateClaimsThenAdds(t *testing.T) {
+	a, p, ins := setup(t)
+	g := grant(p, ins["tty13"], "tty13", "")
+	resp, err := a.Allocate(context.Background(), [][]Grant{{g}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := resp.ContainerResponses[0]
+	slot := g.Claim.Slot
+	if len(c.Devices) != 1 || c.Devices[0].HostPath != "/dev/tty13" || c.Devices[0].Permissions != "rw" ||
+		c.Annotations["cdi.example.com/slot-"+slot] != slot || len(c.CdiDevices) != 1 || c.CdiDevices[0].Name != "cdi.local/tty=tty13" {
+		t.Fatalf("response %v", c)
+	}
+	if u := usage(t, a, ins["tty13"]); u != "n1" {
+		t.Errorf("store usage %q, want n1", u)
+	}
+	if !allocations(t, p)[slot] {
+		t.Errorf("the plugin holds no allocation for %s", slot)
+	}
+}
+
+// A failing ADD in the second container undoes the first container's
+// grant, in the store and on the plugin, but never a slot held before.
+func TestAllocateIsAllOrNothing(t *testing.T) {
+	a, p, ins := setup(t)
+	held := grant(p, ins["tty13"], "tty13", "3")
+	if _, err := a.Allocate(context.Background(), [][]Grant{{held}}); err != nil {
+		t.Fatal(err)
+	}
+	held.Held = true
+	fresh := grant(p, ins["tty14"], "tty14", "4")
+	gone := grant(p, ins["tty99"], "tty99", "5")
+	_, err := a.Allocate(context.Background(), [][]Grant{{held}, {fresh, gone}})
+	var e *spec.Error
+	if !errors.As(err, &e) || e.Code != spec.CodeUnknownDevice {
+		t.Fatalf("Allocate = %v, want the plugin's code 12", err)
+	}
+	for _, dev := range []string{"tty14", "tty99"} {
+		if u := usage(t, a, ins[dev]); u != "" {
+			t.Errorf("%s's slot still %q after the failed call", dev, u)
+		}
+	}
+	if u := usage(t, a, ins["tty13"]); u != instance.CLUsage("3", "n1") {
+		t.Errorf("the slot held before the call became %q", u)
+	}
+	if got := allocations(t, p); !got[held.Claim.Slot] || got[fresh.Claim.Slot] || len(got) != 1 {
+		t.Errorf("plugin allocations after the failed call: %v", got)
+	}
+}
