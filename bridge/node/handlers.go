@@ -1,0 +1,174 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/cdiexec/cdi/bridge/deviceplugin"
+	"github.com/cdiexec/cdi/bridge/discovery"
+	"github.com/cdiexec/cdi/bridge/instance"
+	"github.com/cdiexec/cdi/bridge/pool"
+	"github.com/cdiexec/cdi/spec"
+)
+
+// view is what a handler needs from the Node, copied under its lock.
+type view struct {
+	pool      discovery.Pool
+	instances []instance.Instance // of the pool, sorted by name
+	devices   map[string]spec.DeviceInfo
+	rules     pool.Pool
+}
+
+func (n *Node) view(poolName string) (view, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	p, ok := n.pools[poolName]
+	if !ok {
+		return view{}, false
+	}
+	v := view{pool: p, devices: map[string]spec.DeviceInfo{}}
+	unhealthy := map[string]bool{}
+	for _, d := range p.Devices {
+		v.devices[d.ID] = d
+	}
+	for _, in := range n.instances {
+		if in.Config != poolName {
+			continue
+		}
+		v.instances = append(v.instances, in)
+		if d, seen := v.devices[in.DeviceID]; !seen || !d.Healthy {
+			unhealthy[in.Name] = true
+		}
+	}
+	sort.Slice(v.instances, func(i, j int) bool { return v.instances[i].Name < v.instances[j].Name })
+	v.rules = pool.Pool{Node: n.cfg.NodeName, Instances: v.instances, Unhealthy: unhealthy}
+	return v, true
+}
+
+func (v view) numa(in *instance.Instance) []int {
+	if d, ok := v.devices[in.DeviceID]; ok && d.NUMANode != nil && *d.NUMANode >= 0 {
+		return []int{*d.NUMANode}
+	}
+	return nil
+}
+
+func (v view) byName(name string) *instance.Instance {
+	for i := range v.instances {
+		if v.instances[i].Name == name {
+			return &v.instances[i]
+		}
+	}
+	return nil
+}
+
+// grant is the Grant for one claim of the view's pool.
+func (n *Node) grant(v view, c instance.Claim, vdev string) (Grant, error) {
+	in := v.byName(c.Instance)
+	if in == nil {
+		return Grant{}, fmt.Errorf("slot %s: %w", c.Slot, instance.ErrNoSlot)
+	}
+	return Grant{Claim: c, VDev: vdev, Held: in.Usage[c.Slot] == c.Value, Plugin: v.pool.Plugin,
+		Resource: v.pool.Resource, DeviceID: in.DeviceID}, nil
+}
+
+// ilHandler is the Instance-level plugin of one Instance.
+type ilHandler struct {
+	n        *Node
+	instance string
+	pool     string
+}
+
+func (h *ilHandler) Devices() []deviceplugin.Device {
+	v, ok := h.n.view(h.pool)
+	in := v.byName(h.instance)
+	if !ok || in == nil {
+		return nil
+	}
+	var out []deviceplugin.Device
+	for _, d := range v.rules.InstanceLevel(in) {
+		out = append(out, deviceplugin.Device{ID: d.ID, Healthy: d.Healthy, NUMANodes: v.numa(in)})
+	}
+	return out
+}
+
+func (h *ilHandler) Changes() (<-chan struct{}, func()) { return h.n.changes() }
+
+func (h *ilHandler) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+	v, _ := h.n.view(h.pool)
+	containers := make([][]Grant, len(req.ContainerRequests))
+	for i, c := range req.ContainerRequests {
+		for _, slot := range c.DevicesIds {
+			g, err := h.n.grant(v, instance.Claim{Instance: h.instance, Slot: slot, Value: instance.ILUsage(h.n.cfg.NodeName)}, "")
+			if err != nil {
+				return nil, err
+			}
+			containers[i] = append(containers[i], g)
+		}
+	}
+	return h.n.allocate(ctx, containers)
+}
+
+func (h *ilHandler) PreferredAllocation(context.Context, *pluginapi.PreferredAllocationRequest) (*pluginapi.PreferredAllocationResponse, error) {
+	return nil, nil
+}
+
+// clHandler is the Configuration-level plugin of one pool.
+type clHandler struct {
+	n    *Node
+	pool string
+}
+
+func (h *clHandler) Devices() []deviceplugin.Device {
+	v, ok := h.n.view(h.pool)
+	if !ok {
+		return nil
+	}
+	var out []deviceplugin.Device
+	for _, d := range v.rules.Advertise() {
+		out = append(out, deviceplugin.Device{ID: d.ID, Healthy: d.Healthy})
+	}
+	return out
+}
+
+func (h *clHandler) Changes() (<-chan struct{}, func()) { return h.n.changes() }
+
+func (h *clHandler) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+	v, _ := h.n.view(h.pool)
+	requests := make([][]string, len(req.ContainerRequests))
+	for i, c := range req.ContainerRequests {
+		requests[i] = c.DevicesIds
+	}
+	claims, err := v.rules.Allocate(requests)
+	if err != nil {
+		h.n.log().Warn("Configuration-level allocation denied", "pool", h.pool, "request", requests, "error", err)
+		return nil, err
+	}
+	containers := make([][]Grant, len(claims))
+	for i, cs := range claims {
+		for j, c := range cs {
+			g, err := h.n.grant(v, c, requests[i][j])
+			if err != nil {
+				return nil, err
+			}
+			containers[i] = append(containers[i], g)
+		}
+	}
+	return h.n.allocate(ctx, containers)
+}
+
+func (h *clHandler) PreferredAllocation(context.Context, *pluginapi.PreferredAllocationRequest) (*pluginapi.PreferredAllocationResponse, error) {
+	return nil, nil
+}
+
+// allocate runs the Allocator and pushes fresh lists whatever happened.
+func (n *Node) allocate(ctx context.Context, containers [][]Grant) (*pluginapi.AllocateResponse, error) {
+	resp, err := n.alloc.Allocate(ctx, containers)
+	n.refresh(ctx)
+	if err != nil {
+		n.log().Warn("Allocate failed; nothing kept", "error", err)
+	}
+	return resp, err
+}

@@ -1,0 +1,146 @@
+package node
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cdiexec/cdi/bridge/deviceplugin"
+	"github.com/cdiexec/cdi/bridge/discovery"
+	"github.com/cdiexec/cdi/bridge/instance"
+)
+
+// Config is what a Node needs. Zero durations take their defaults.
+type Config struct {
+	// NodeName is this node, as the store and usage values name it.
+	NodeName string
+	// Domain prefixes every resource name: <domain>/<pool> for a
+	// Configuration-level resource, <domain>/<instance> for an
+	// Instance-level one; it is also the slot annotation's prefix.
+	Domain string
+	// DevicePluginDir holds the kubelet's kubelet.sock.
+	DevicePluginDir string
+	Store           instance.Store
+	Discoverer      *discovery.Discoverer
+	// ExecTimeout bounds each plugin ADD an Allocate runs.
+	ExecTimeout time.Duration
+	// DiscoveryPeriod and DropInPoll drive rediscovery.
+	DiscoveryPeriod, DropInPoll time.Duration
+	// KubeletPoll is how often each device plugin checks its registration.
+	KubeletPoll time.Duration
+	Logger      *slog.Logger
+	// OnRegister, if set, is told of every registration attempt.
+	OnRegister func(resource string, err error)
+}
+
+// Node runs the bridge on one node.
+type Node struct {
+	cfg   Config
+	alloc *Allocator
+
+	mu        sync.Mutex
+	pools     map[string]discovery.Pool    // by pool name
+	instances map[string]instance.Instance // the store's, by name
+	running   map[string]context.CancelFunc
+	subs      map[chan struct{}]bool
+	ready     bool
+	plugins   sync.WaitGroup // the running device plugins
+}
+
+// New returns a Node; Run starts it.
+func New(cfg Config) *Node {
+	return &Node{
+		cfg:   cfg,
+		alloc: &Allocator{Store: cfg.Store, Timeout: cfg.ExecTimeout, Prefix: cfg.Domain, Logger: cfg.Logger},
+		pools: map[string]discovery.Pool{}, instances: map[string]instance.Instance{},
+		running: map[string]context.CancelFunc{}, subs: map[chan struct{}]bool{},
+	}
+}
+
+// Ready reports whether the first discovery has been published.
+func (n *Node) Ready() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.ready
+}
+
+// Run discovers, keeps the store and the device plugins in step, and
+// returns when ctx ends, after every device plugin has stopped.
+func (n *Node) Run(ctx context.Context) error {
+	changes, cancel := n.cfg.Store.Changes()
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-changes:
+				n.refresh(ctx)
+			}
+		}
+	}()
+	n.cfg.Discoverer.Run(ctx, orDefault(n.cfg.DiscoveryPeriod, time.Minute), orDefault(n.cfg.DropInPoll, time.Second),
+		func(pools []discovery.Pool) { n.publish(ctx, pools) })
+	wg.Wait()
+	// The plugins' contexts derive from ctx: wait for their empty lists
+	// to go out and their sockets to be removed.
+	n.plugins.Wait()
+	return nil
+}
+
+// refresh reloads the store's Instances and tells every stream.
+func (n *Node) refresh(ctx context.Context) {
+	all, err := n.cfg.Store.List(ctx)
+	if err != nil {
+		n.log().Error("reading the instance store", "error", err)
+		return
+	}
+	n.mu.Lock()
+	n.instances = map[string]instance.Instance{}
+	for _, in := range all {
+		n.instances[in.Name] = in
+	}
+	n.mu.Unlock()
+	n.notify()
+}
+
+func (n *Node) notify() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for ch := range n.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// changes is the feed every handler's Changes hands out.
+func (n *Node) changes() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	n.mu.Lock()
+	n.subs[ch] = true
+	n.mu.Unlock()
+	return ch, func() { n.mu.Lock(); delete(n.subs, ch); n.mu.Unlock() }
+}
+
+func (n *Node) log() *slog.Logger {
+	if n.cfg.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return n.cfg.Logger
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+var _ deviceplugin.Handler = (*ilHandler)(nil)
+var _ deviceplugin.Handler = (*clHandler)(nil)

@@ -1,0 +1,93 @@
+package node
+
+import (
+	"context"
+	"sort"
+
+	"github.com/cdiexec/cdi/bridge/deviceplugin"
+	"github.com/cdiexec/cdi/bridge/discovery"
+	"github.com/cdiexec/cdi/bridge/instance"
+)
+
+// publish records a discovery result: the store learns what this node
+// sees, then the device plugins are started and stopped to match.
+func (n *Node) publish(ctx context.Context, pools []discovery.Pool) {
+	next := map[string]discovery.Pool{}
+	for _, p := range pools {
+		next[p.Name] = p
+		if err := n.cfg.Store.Observe(ctx, n.cfg.NodeName, p.Name, n.seen(p)); err != nil {
+			n.log().Error("recording discovered devices", "pool", p.Name, "error", err)
+		}
+	}
+	n.mu.Lock()
+	gone := []string{}
+	for name := range n.pools {
+		if _, ok := next[name]; !ok {
+			gone = append(gone, name)
+		}
+	}
+	n.pools = next
+	n.ready = true
+	n.mu.Unlock()
+	for _, name := range gone {
+		if err := n.cfg.Store.Observe(ctx, n.cfg.NodeName, name, nil); err != nil {
+			n.log().Error("recording a vanished pool", "pool", name, "error", err)
+		}
+	}
+	n.refresh(ctx)
+	n.reconcilePlugins(ctx)
+}
+
+// seen turns a pool's devices into the Instances this node sees.
+func (n *Node) seen(p discovery.Pool) []instance.Instance {
+	out := make([]instance.Instance, 0, len(p.Devices))
+	for _, d := range p.Devices {
+		out = append(out, instance.Instance{
+			Name: instance.Name(p.Name, d.ID, n.cfg.NodeName, d.Shared), Config: p.Name, DeviceID: d.ID,
+			Shared: d.Shared, Capacity: d.Capacity, Properties: d.Properties,
+		})
+	}
+	return out
+}
+
+// reconcilePlugins runs one device plugin per pool and per instance this
+// node sees, and stops the others.
+func (n *Node) reconcilePlugins(ctx context.Context) {
+	want := map[string]deviceplugin.Handler{}
+	n.mu.Lock()
+	for _, p := range n.pools {
+		want[n.cfg.Domain+"/"+p.Name] = &clHandler{n: n, pool: p.Name}
+		for _, in := range n.seen(p) {
+			want[n.cfg.Domain+"/"+in.Name] = &ilHandler{n: n, instance: in.Name, pool: p.Name}
+		}
+	}
+	var stop []string
+	for res := range n.running {
+		if _, ok := want[res]; !ok {
+			stop = append(stop, res)
+		}
+	}
+	sort.Strings(stop)
+	for _, res := range stop {
+		n.running[res]()
+		delete(n.running, res)
+		n.log().Info("device plugin stopped", "resource", res)
+	}
+	for res, h := range want {
+		if _, ok := n.running[res]; ok {
+			continue
+		}
+		pctx, cancel := context.WithCancel(ctx)
+		n.running[res] = cancel
+		p := &deviceplugin.Plugin{ResourceName: res, Dir: n.cfg.DevicePluginDir, Handler: h, Logger: n.cfg.Logger,
+			PollInterval: n.cfg.KubeletPoll, OnRegister: n.cfg.OnRegister, Preferred: isCL(h)}
+		n.plugins.Add(1)
+		go func() { defer n.plugins.Done(); _ = p.Run(pctx) }()
+	}
+	n.mu.Unlock()
+}
+
+func isCL(h deviceplugin.Handler) bool {
+	_, ok := h.(*clHandler)
+	return ok
+}
