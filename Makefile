@@ -8,7 +8,7 @@ DESTDIR   ?=
 
 # Every directory under plugins/ with a main.go is a plugin binary of that name.
 PLUGINS := $(notdir $(patsubst %/main.go,%,$(wildcard plugins/*/main.go)))
-TOOLS   := cditool
+TOOLS   := cditool cdi-bridge
 
 .PHONY: all build install test lint bench demo clean help
 
@@ -25,7 +25,7 @@ help:
 build:
 	@mkdir -p bin
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-s -o bin/ $(addprefix ./plugins/,$(PLUGINS))
-	$(GO) build -trimpath -o bin/ ./spec/cmd/cditool
+	$(GO) build -trimpath -o bin/ ./spec/cmd/cditool ./bridge/cmd/cdi-bridge
 
 # Drop-ins an operator already has are left alone: they are configuration.
 install: build

@@ -1,0 +1,23 @@
+// Command cdi-bridge exposes the node's CDI plugins to the kubelet: one
+// Configuration-level device plugin per pool of devices (a drop-in's
+// resource-spec) and one Instance-level device plugin per device, with
+// every slot claimed in an Instance store first. `cdi-bridge --help`
+// lists the flags; the defaults match a real node.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "cdi-bridge:", err)
+		os.Exit(1)
+	}
+}
