@@ -2,36 +2,77 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 )
 
-// BenchmarkRoundTrip is the table's first part for `go test -bench`: the
-// floor and each plugin's ADD+DEL, in one run, so that their ns/op can be
-// compared directly (host-local needs the module proxy and stays in
-// `make bench`).
-func BenchmarkRoundTrip(b *testing.B) {
+// The binaries are built once per test binary, on first use, into a
+// directory TestMain removes: plain `go test` that runs no benchmark and
+// no round-trip test pays nothing.
+var (
+	binDir    string
+	buildOnce sync.Once
+	buildErr  error
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "cdi-bench-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// built returns the module root and the directory of the built binaries.
+func built(tb testing.TB) (root, dir string) {
+	tb.Helper()
 	root, err := moduleRoot()
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	tmp := b.TempDir()
-	if err := build(context.Background(), root, tmp); err != nil {
-		b.Fatal(err)
+	buildOnce.Do(func() { buildErr = build(context.Background(), root, binDir) })
+	if buildErr != nil {
+		tb.Fatal(buildErr)
 	}
-	b.Run("floor", func(b *testing.B) { benchTrip(b, floorTrip(filepath.Join(tmp, "floor"))) })
+	return root, binDir
+}
+
+// BenchmarkFloor is two execs of the trivial binary: compare its ns/op
+// with BenchmarkAddDel's, as `make bench` does in its x floor column.
+func BenchmarkFloor(b *testing.B) {
+	_, dir := built(b)
+	benchTrip(b, floorTrip(filepath.Join(dir, "floor")))
+}
+
+// BenchmarkAddDel is one ADD+DEL of each plugin with its default drop-in.
+func BenchmarkAddDel(b *testing.B) {
+	root, dir := built(b)
 	for _, p := range pluginCases() {
-		conf, err := dropIn(root, p.conf, filepath.Join(tmp, "state-"+p.name))
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Run(p.name, func(b *testing.B) { benchTrip(b, pluginTrip(filepath.Join(tmp, p.name), conf, p.request)) })
+		b.Run(p.name, func(b *testing.B) {
+			conf, err := dropIn(root, p.conf, b.TempDir(), nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			benchTrip(b, pluginTrip(filepath.Join(dir, p.name), conf, p.request))
+		})
 	}
 }
 
 func benchTrip(b *testing.B, rt roundTrip) {
 	ctx := context.Background()
+	for i := range warmUp {
+		if err := rt(ctx, -1-i); err != nil {
+			b.Fatal(err)
+		}
+	}
 	for i := 0; b.Loop(); i++ {
 		if err := rt(ctx, i); err != nil {
 			b.Fatal(err)
@@ -39,36 +80,58 @@ func benchTrip(b *testing.B, rt roundTrip) {
 	}
 }
 
-// TestRoundTripsWork runs each round trip once, so that `go test` keeps
-// the bench's plugin calls and host-local-free paths from rotting.
+// TestRoundTripsWork runs each plugin's round trip once and a short
+// contention, so that `go test` keeps the bench's calls from rotting.
 func TestRoundTripsWork(t *testing.T) {
-	root, err := moduleRoot()
-	if err != nil {
-		t.Fatal(err)
+	if testing.Short() {
+		t.Skip("builds and execs the plugins")
 	}
-	tmp := t.TempDir()
-	if err := build(context.Background(), root, tmp); err != nil {
-		t.Fatal(err)
-	}
+	root, dir := built(t)
 	for _, p := range pluginCases() {
-		conf, err := dropIn(root, p.conf, filepath.Join(tmp, "state-"+p.name))
+		conf, err := dropIn(root, p.conf, t.TempDir(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := pluginTrip(filepath.Join(tmp, p.name), conf, p.request)(context.Background(), 0); err != nil {
+		if err := pluginTrip(filepath.Join(dir, p.name), conf, p.request)(context.Background(), 0); err != nil {
 			t.Errorf("%s: %v", p.name, err)
 		}
 	}
-	c, err := contend(context.Background(), filepath.Join(tmp, "generic-tty"), withReserved(mustDropIn(t, root, tmp), 28), 300*time.Millisecond)
-	if err != nil || c.doubles != 0 {
+	conf, err := dropIn(root, "conf.d/tty.d/generic.conf", t.TempDir(), map[string]any{"num_system_reserved": 12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := contend(context.Background(), filepath.Join(dir, "generic-tty"), conf, 300*time.Millisecond)
+	if err != nil || c.doubles != 0 || c.leftOver != 0 || c.terminals != 32 || c.ok == 0 {
 		t.Errorf("contend: %+v, %v", c, err)
 	}
 }
 
-func mustDropIn(t *testing.T, root, tmp string) []byte {
-	conf, err := dropIn(root, "conf.d/tty.d/generic.conf", filepath.Join(tmp, "contend"))
-	if err != nil {
-		t.Fatal(err)
+// TestLedger checks the scheme the ledger's doc describes.
+func TestLedger(t *testing.T) {
+	l := newLedger()
+	l.acquire("a", []string{"tty13/0"})
+	l.releasing("a")
+	l.acquire("b", []string{"tty13/0"}) // a's DEL is running: legal reuse
+	if l.doubles != 0 {
+		t.Fatalf("reuse during a DEL counted as a double handout")
 	}
-	return conf
+	l.released("a", []string{"tty13/0"}) // must not drop b's hold
+	l.acquire("c", []string{"tty13/0"})  // b is live: a double handout
+	if l.doubles != 1 {
+		t.Fatalf("doubles = %d, want 1", l.doubles)
+	}
+	l.releasing("c")
+	l.released("c", []string{"tty13/0"})
+	l.acquire("d", []string{"tty13/0"}) // b is still live: another one
+	l.acquire("e", []string{"tty14/0"})
+	if l.doubles != 2 || len(l.holders) != 2 {
+		t.Fatalf("doubles = %d, holders %v", l.doubles, l.holders)
+	}
+	l.releasing("b")
+	l.released("b", []string{"tty13/0"})
+	l.releasing("d")
+	l.released("d", []string{"tty13/0"})
+	if l.doubles != 2 || len(l.holders) != 1 {
+		t.Fatalf("doubles = %d, holders %v", l.doubles, l.holders)
+	}
 }

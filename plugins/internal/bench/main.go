@@ -10,13 +10,18 @@ import (
 )
 
 func main() {
-	n := flag.Int("n", 200, "round trips per measurement")
-	conc := flag.Duration("concurrent", 3*time.Second, "how long the 64 processes run")
-	hostLocal := flag.String("host-local", "v1.9.0", "version of github.com/containernetworking/plugins to install host-local from")
+	var o options
+	flag.IntVar(&o.n, "n", 200, "timed round trips per subject, after a warm-up")
+	flag.DurationVar(&o.concurrent, "concurrent", 3*time.Second, "how long the 64 processes contend on one state file")
+	flag.StringVar(&o.hostLocal, "host-local", "", "version of github.com/containernetworking/plugins for host-local (default: newest on the module proxy)")
 	flag.Parse()
+	if o.n < 1 {
+		fmt.Fprintln(os.Stderr, "bench: -n must be at least 1")
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, *n, *conc, *hostLocal); err != nil {
+	if err := run(ctx, o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}

@@ -12,6 +12,10 @@ import (
 	"time"
 )
 
+// warmUp rounds of each subject are run, untimed, before the timed ones:
+// they fault the binaries into the page cache and create the state files.
+const warmUp = 5
+
 // call execs bin with exactly env and stdin, as a runtime does, and fails
 // unless it exits 0. Stdout is returned either way: it holds the error
 // document of a plugin that failed.
@@ -26,33 +30,74 @@ func call(ctx context.Context, bin string, env []string, stdin []byte) ([]byte, 
 	return stdout.Bytes(), nil
 }
 
-// roundTrip is one ADD+DEL (or the floor's two execs) for round i.
+// roundTrip is one ADD+DEL (or the floor's two execs) for round i; rounds
+// use distinct ids so that a DEL that silently failed shows up later.
 type roundTrip func(ctx context.Context, i int) error
 
-// timeRounds runs rt n times after a warm-up and returns the durations.
-func timeRounds(ctx context.Context, n int, rt roundTrip) ([]time.Duration, error) {
-	for i := 0; i < 5; i++ {
-		if err := rt(ctx, -1-i); err != nil {
-			return nil, err
-		}
-	}
-	out := make([]time.Duration, n)
-	for i := range out {
-		start := time.Now()
-		if err := rt(ctx, i); err != nil {
-			return nil, err
-		}
-		out[i] = time.Since(start)
-	}
-	return out, nil
+type kind int
+
+const (
+	kindFloor kind = iota
+	kindHostLocal
+	kindPlugin
+)
+
+// subject is one line of the round-trip table before it is measured.
+type subject struct {
+	name string
+	kind kind
+	bin  string
+	trip roundTrip
 }
 
-// percentile of sorted-in-place durations, p in [0, 100].
+// row is one line of the round-trip table.
+type row struct {
+	subject
+	p50, p90 time.Duration
+	sizeMiB  float64
+	links    []string // grpc or client-go, if the build info lists them
+}
+
+// measure warms every subject up, then times n rounds of each, taking the
+// subjects in turn within each round (see the package doc for why).
+func measure(ctx context.Context, subjects []subject, n int) ([]row, error) {
+	for _, s := range subjects {
+		for i := range warmUp {
+			if err := s.trip(ctx, -1-i); err != nil {
+				return nil, fmt.Errorf("%s warm-up: %w", s.name, err)
+			}
+		}
+	}
+	progress("timing %d rounds of %d subjects, interleaved", n, len(subjects))
+	d := make([][]time.Duration, len(subjects))
+	for i := range n {
+		for j, s := range subjects {
+			start := time.Now()
+			if err := s.trip(ctx, i); err != nil {
+				return nil, fmt.Errorf("%s round %d: %w", s.name, i, err)
+			}
+			d[j] = append(d[j], time.Since(start))
+		}
+	}
+	rows := make([]row, len(subjects))
+	for j, s := range subjects {
+		links, err := clusterLibraries(s.bin)
+		if err != nil {
+			return nil, err
+		}
+		rows[j] = row{subject: s, p50: percentile(d[j], 50), p90: percentile(d[j], 90), sizeMiB: sizeMiB(s.bin), links: links}
+	}
+	return rows, nil
+}
+
+// percentile of sorted-in-place durations, p in [0, 100], nearest rank.
 func percentile(d []time.Duration, p int) time.Duration {
 	slices.Sort(d)
 	return d[(len(d)-1)*p/100]
 }
 
+// floorTrip is two execs of the floor: what ADD+DEL would cost if a
+// plugin did nothing but start and print.
 func floorTrip(bin string) roundTrip {
 	return func(ctx context.Context, _ int) error {
 		for range 2 {
@@ -64,54 +109,66 @@ func floorTrip(bin string) roundTrip {
 	}
 }
 
-// pluginTrip is ADD then DEL of one request-id per round.
+// pluginTrip is ADD then DEL of one request-id per round. DEL exits 0
+// even on failure (SPEC.md), so its stdout must be empty to count.
 func pluginTrip(bin string, conf []byte, request string) roundTrip {
 	return func(ctx context.Context, i int) error {
-		id := fmt.Sprintf("bench%d", i+10)
+		id := fmt.Sprintf("bench%d", i+1000)
 		base := []string{"CDI_VERSION=0.1.0", "CDI_REQUEST_ID=" + id}
 		out, err := call(ctx, bin, append(base, "CDI_COMMAND=ADD", "CDI_REQUEST="+request), conf)
 		if err != nil {
 			return err
 		}
-		var res struct{ Devices []string }
-		if err := json.Unmarshal(out, &res); err != nil {
-			return fmt.Errorf("ADD output %q: %w", out, err)
+		var res addResult
+		if err := json.Unmarshal(out, &res); err != nil || len(res.Units) == 0 {
+			return fmt.Errorf("ADD %s gave no units: %q (%v)", request, out, err)
 		}
-		_, err = call(ctx, bin, append(base, "CDI_COMMAND=DEL"), conf)
+		out, err = call(ctx, bin, append(base, "CDI_COMMAND=DEL"), conf)
+		if err == nil && len(bytes.TrimSpace(out)) > 0 {
+			err = fmt.Errorf("DEL %s failed: %s", id, out)
+		}
 		return err
 	}
 }
 
-// hostLocalTrip is host-local's ADD then DEL of one container.
+// hostLocalTrip is host-local's ADD then DEL of one container. CNI_NETNS
+// names no namespace: host-local's own code never uses it, and the CNI
+// skeleton only tries to open it after ADD and DEL (to refuse the
+// plugin's own namespace), treating a missing path as fine.
 func hostLocalTrip(bin, dataDir string) roundTrip {
 	conf := []byte(fmt.Sprintf(`{"cniVersion":"1.0.0","name":"bench","ipam":{"type":"host-local","ranges":[[{"subnet":"10.10.0.0/16"}]],"dataDir":%q}}`, dataDir))
 	return func(ctx context.Context, i int) error {
-		env := []string{"CNI_CONTAINERID=bench" + fmt.Sprint(i+10), "CNI_NETNS=/var/run/netns/bench", "CNI_IFNAME=eth0", "CNI_PATH=" + filepath.Dir(bin)}
+		env := []string{"CNI_CONTAINERID=bench" + fmt.Sprint(i+1000), "CNI_NETNS=/var/run/netns/bench", "CNI_IFNAME=eth0", "CNI_PATH=" + filepath.Dir(bin)}
 		out, err := call(ctx, bin, append(env, "CNI_COMMAND=ADD"), conf)
 		if err != nil {
 			return err
 		}
-		if !bytes.Contains(out, []byte(`"ips"`)) {
-			return fmt.Errorf("host-local ADD gave no ips: %s", out)
+		var res struct{ IPs []struct{ Address string } }
+		if err := json.Unmarshal(out, &res); err != nil || len(res.IPs) == 0 || res.IPs[0].Address == "" {
+			return fmt.Errorf("host-local ADD gave no ips: %q (%v)", out, err)
 		}
 		_, err = call(ctx, bin, append(env, "CNI_COMMAND=DEL"), conf)
 		return err
 	}
 }
 
-// dropIn is a default drop-in with root at the fixture and state in dir.
-func dropIn(root, path, stateDir string) ([]byte, error) {
+// dropIn is a default drop-in with root at the fixture, state in
+// stateDir and the given args overridden.
+func dropIn(root, path, stateDir string, override map[string]any) ([]byte, error) {
 	data, err := os.ReadFile(filepath.Join(root, path))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("drop-in: %w", err)
 	}
 	var c map[string]any
 	if err := json.Unmarshal(data, &c); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("drop-in %s: %w", path, err)
 	}
 	args, _ := c["args"].(map[string]any)
 	if args == nil {
 		args = map[string]any{}
+	}
+	for k, v := range override {
+		args[k] = v
 	}
 	args["root"], args["stateDir"], c["args"] = filepath.Join(root, "testdata", "root"), stateDir, args
 	return json.Marshal(c)

@@ -8,97 +8,102 @@ import (
 	"time"
 )
 
-// row is one line of the round-trip table.
-type row struct {
-	name      string
-	p50, p90  time.Duration
-	size      float64
-	cluster   bool
-	isFloor   bool
-	hostLocal bool
+// options are the command-line flags.
+type options struct {
+	n          int
+	concurrent time.Duration
+	hostLocal  string
 }
 
-func run(ctx context.Context, n int, conc time.Duration, hlVersion string) error {
+func run(ctx context.Context, o options) error {
 	root, err := moduleRoot()
 	if err != nil {
 		return err
 	}
 	tmp, err := os.MkdirTemp("", "cdi-bench")
 	if err != nil {
-		return err
+		return fmt.Errorf("temporary directory: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	progress("building the plugins and the floor")
+	progress("building the plugins and the floor (CGO_ENABLED=0 -trimpath -ldflags=-s)")
 	if err := build(ctx, root, tmp); err != nil {
 		return err
 	}
-	rows, err := measureAll(ctx, root, tmp, n, hlVersion)
+	subjects, err := roundTripSubjects(ctx, root, tmp, o.hostLocal)
 	if err != nil {
 		return err
 	}
-	printTable(os.Stdout, rows, n)
-	progress("64 processes doing ADD/DEL on one state file for %v", conc)
-	conf, err := dropIn(root, "conf.d/tty.d/generic.conf", filepath.Join(tmp, "contend"))
+	rows, err := measure(ctx, subjects, o.n)
 	if err != nil {
 		return err
 	}
-	conf = withReserved(conf, 28)
-	c, err := contend(ctx, filepath.Join(tmp, "generic-tty"), conf, conc)
-	if err != nil {
-		return err
-	}
-	printContention(os.Stdout, c)
-	if c.doubles > 0 {
-		return fmt.Errorf("%d units handed out twice", c.doubles)
-	}
-	return nil
+	printTable(os.Stdout, rows, o.n)
+	return runContention(ctx, root, tmp, o.concurrent)
 }
 
-func measureAll(ctx context.Context, root, tmp string, n int, hlVersion string) ([]row, error) {
-	floorBin := filepath.Join(tmp, "floor")
-	progress("floor: %d round trips of two execs", n)
-	d, err := timeRounds(ctx, n, floorTrip(floorBin))
-	if err != nil {
-		return nil, err
-	}
-	rows := []row{{name: "floor (trivial Go binary)", p50: percentile(d, 50), p90: percentile(d, 90), size: sizeMiB(floorBin), isFloor: true}}
-	if r, err := measureHostLocal(ctx, tmp, n, hlVersion); err != nil {
-		progress("host-local unavailable, its column stays empty: %v", err)
+// roundTripSubjects lists what the table compares: the floor, host-local
+// when it installs and works, and each plugin with its default drop-in.
+func roundTripSubjects(ctx context.Context, root, tmp, hlVersion string) ([]subject, error) {
+	subjects := []subject{{name: "floor (trivial Go binary)", kind: kindFloor, bin: filepath.Join(tmp, "floor")}}
+	subjects[0].trip = floorTrip(subjects[0].bin)
+	if hl, err := hostLocalSubject(ctx, tmp, hlVersion); err != nil {
+		// host-local is a comparison, not the subject: without it the
+		// table still has the floor, so carry on and say why.
+		progress("host-local SKIPPED, its column stays empty: %v", err)
 	} else {
-		rows = append(rows, r)
+		subjects = append(subjects, hl)
 	}
 	for _, p := range pluginCases() {
+		conf, err := dropIn(root, p.conf, filepath.Join(tmp, "state-"+p.name), nil)
+		if err != nil {
+			return nil, err
+		}
 		bin := filepath.Join(tmp, p.name)
-		conf, err := dropIn(root, p.conf, filepath.Join(tmp, "state-"+p.name))
-		if err != nil {
-			return nil, err
-		}
-		progress("%s: %d ADD+DEL of %s", p.name, n, p.request)
-		d, err := timeRounds(ctx, n, pluginTrip(bin, conf, p.request))
-		if err != nil {
-			return nil, err
-		}
-		cluster, err := linksCluster(bin)
-		if err != nil {
-			return nil, err
-		}
-		rows = append(rows, row{name: p.name, p50: percentile(d, 50), p90: percentile(d, 90), size: sizeMiB(bin), cluster: cluster})
+		subjects = append(subjects, subject{name: p.name, kind: kindPlugin, bin: bin, trip: pluginTrip(bin, conf, p.request)})
 	}
-	return rows, nil
+	return subjects, nil
 }
 
-func measureHostLocal(ctx context.Context, tmp string, n int, version string) (row, error) {
+// hostLocalSubject installs host-local and checks that one ADD+DEL works,
+// so that a broken install is reported as such rather than timed.
+func hostLocalSubject(ctx context.Context, tmp, version string) (subject, error) {
+	if version == "" {
+		v, err := latestVersion(ctx, cniPluginsModule)
+		if err != nil {
+			return subject{}, err
+		}
+		version = v
+	}
 	progress("installing CNI host-local %s from the module proxy", version)
 	bin, err := installHostLocal(ctx, filepath.Join(tmp, "cni"), version)
 	if err != nil {
-		return row{}, err
+		return subject{}, err
 	}
-	progress("host-local: %d ADD+DEL", n)
-	d, err := timeRounds(ctx, n, hostLocalTrip(bin, filepath.Join(tmp, "host-local-data")))
+	trip := hostLocalTrip(bin, filepath.Join(tmp, "host-local-data"))
+	if err := trip(ctx, -100); err != nil {
+		return subject{}, fmt.Errorf("host-local %s does not work here: %w", version, err)
+	}
+	return subject{name: "CNI host-local " + version, kind: kindHostLocal, bin: bin, trip: trip}, nil
+}
+
+// runContention runs the 64 processes and fails on a correctness problem
+// only after the figures are printed.
+func runContention(ctx context.Context, root, tmp string, d time.Duration) error {
+	conf, err := dropIn(root, "conf.d/tty.d/generic.conf", filepath.Join(tmp, "contend"), map[string]any{"num_system_reserved": 12})
 	if err != nil {
-		return row{}, err
+		return err
 	}
-	return row{name: "CNI host-local " + version, p50: percentile(d, 50), p90: percentile(d, 90), size: sizeMiB(bin), hostLocal: true}, nil
+	bin := filepath.Join(tmp, "generic-tty")
+	progress("%d processes doing ADD/DEL on one state file for %v", workers, d)
+	c, err := contend(ctx, bin, conf, d)
+	if err != nil {
+		return err
+	}
+	printContention(os.Stdout, c, d)
+	if c.doubles > 0 || c.leftOver != 0 {
+		return fmt.Errorf("correctness failure: %d double handouts, %d allocations left after every DEL", c.doubles, c.leftOver)
+	}
+	return nil
 }
 
 func progress(format string, args ...any) {

@@ -25,10 +25,14 @@ func pluginCases() []pluginCase {
 // moduleRoot finds the directory of go.mod above the working directory.
 func moduleRoot() (string, error) {
 	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil || strings.TrimSpace(string(out)) == "" || strings.TrimSpace(string(out)) == os.DevNull {
-		return "", fmt.Errorf("run inside the module: go env GOMOD: %v", err)
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
 	}
-	return filepath.Dir(strings.TrimSpace(string(out))), nil
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", fmt.Errorf("run inside the module: go env GOMOD is %q", gomod)
+	}
+	return filepath.Dir(gomod), nil
 }
 
 // build compiles the plugins and the floor as `make build` does.
@@ -45,9 +49,30 @@ func build(ctx context.Context, root, dir string) error {
 	return nil
 }
 
-// installHostLocal installs CNI's host-local into dir from the module proxy.
+// cniPluginsModule holds host-local, CNI's reference IPAM plugin.
+const cniPluginsModule = "github.com/containernetworking/plugins"
+
+// latestVersion asks the module proxy for the newest version of module.
+// It runs outside this module so that go.mod neither pins nor gains it.
+func latestVersion(ctx context.Context, module string) (string, error) {
+	cmd := exec.CommandContext(ctx, "go", "list", "-m", "-versions", module)
+	cmd.Dir = os.TempDir()
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("go list -m -versions %s: %w", module, err)
+	}
+	f := strings.Fields(string(out))
+	if len(f) < 2 {
+		return "", fmt.Errorf("the module proxy lists no version of %s", module)
+	}
+	return f[len(f)-1], nil
+}
+
+// installHostLocal installs CNI's host-local into dir from the module
+// proxy; -mod=mod because the package's module is not in any go.mod here.
 func installHostLocal(ctx context.Context, dir, version string) (string, error) {
-	cmd := exec.CommandContext(ctx, "go", "install", "github.com/containernetworking/plugins/plugins/ipam/host-local@"+version)
+	cmd := exec.CommandContext(ctx, "go", "install", cniPluginsModule+"/plugins/ipam/host-local@"+version)
+	cmd.Dir = os.TempDir()
 	cmd.Env = append(os.Environ(), "GOBIN="+dir, "GOFLAGS=-mod=mod", "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go install host-local@%s: %w\n%s", version, err, out)
@@ -55,19 +80,21 @@ func installHostLocal(ctx context.Context, dir, version string) (string, error) 
 	return filepath.Join(dir, "host-local"), nil
 }
 
-// linksCluster reports whether the binary's build info lists grpc or
-// client-go, which plugins must never link.
-func linksCluster(bin string) (bool, error) {
+// clusterLibraries returns the cluster libraries the binary's build info
+// lists (grpc, client-go), which plugins must never link: they would make
+// every exec bigger and slower to start.
+func clusterLibraries(bin string) ([]string, error) {
 	info, err := buildinfo.ReadFile(bin)
 	if err != nil {
-		return false, err
+		return nil, fmt.Errorf("build info of %s: %w", bin, err)
 	}
+	var found []string
 	for _, dep := range info.Deps {
 		if dep.Path == "google.golang.org/grpc" || dep.Path == "k8s.io/client-go" {
-			return true, nil
+			found = append(found, dep.Path)
 		}
 	}
-	return false, nil
+	return found, nil
 }
 
 func sizeMiB(path string) float64 {
