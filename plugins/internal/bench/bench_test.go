@@ -66,6 +66,29 @@ func BenchmarkAddDel(b *testing.B) {
 	}
 }
 
+// BenchmarkStartup is one VERSION exec of each plugin: its start-up
+// alone, to set against half of BenchmarkFloor.
+func BenchmarkStartup(b *testing.B) {
+	_, dir := built(b)
+	for _, p := range pluginCases() {
+		b.Run(p.name, func(b *testing.B) {
+			bin := filepath.Join(dir, p.name)
+			benchTrip(b, func(ctx context.Context, _ int) error { return versionCall(ctx, bin) })
+		})
+	}
+}
+
+// BenchmarkHostLocal is CNI's host-local doing its own ADD+DEL, installed
+// as `make bench` installs it; skipped when the module proxy cannot
+// provide it, since it is a comparison and not the subject.
+func BenchmarkHostLocal(b *testing.B) {
+	hl, err := hostLocalSubject(context.Background(), b.TempDir(), "")
+	if err != nil {
+		b.Skipf("host-local unavailable: %v", err)
+	}
+	benchTrip(b, hl.trip)
+}
+
 func benchTrip(b *testing.B, rt roundTrip) {
 	ctx := context.Background()
 	for i := range warmUp {
@@ -94,6 +117,10 @@ func TestRoundTripsWork(t *testing.T) {
 		}
 		if err := pluginTrip(filepath.Join(dir, p.name), conf, p.request)(context.Background(), 0); err != nil {
 			t.Errorf("%s: %v", p.name, err)
+		}
+		ps := phaseSubject{name: p.name, bin: filepath.Join(dir, p.name), request: p.request, conf: conf}
+		if _, err := ps.phases(context.Background(), 0); err != nil {
+			t.Errorf("breakdown: %v", err)
 		}
 	}
 	conf, err := dropIn(root, "conf.d/tty.d/generic.conf", t.TempDir(), map[string]any{"num_system_reserved": 12})

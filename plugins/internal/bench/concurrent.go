@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -106,14 +105,11 @@ func cycle(ctx context.Context, bin string, conf []byte, l *ledger, id string) (
 	// From here on the plugin may free the terminal: another ADD may
 	// legally get it before this DEL returns.
 	l.releasing(id)
-	out, err = call(ctx, bin, append(base, "CDI_COMMAND=DEL"), conf)
-	if err == nil && len(bytes.TrimSpace(out)) > 0 {
-		return true, fmt.Errorf("DEL %s failed: %s", id, out)
+	if err := delCall(ctx, bin, conf, id); err != nil {
+		return true, err
 	}
-	if err == nil {
-		l.released(id, keys)
-	}
-	return true, err
+	l.released(id, keys)
+	return true, nil
 }
 
 func (r addResult) keys() []string {

@@ -9,6 +9,10 @@
 //   - 64 processes doing ADD then DEL of generic-tty at once on one state
 //     file: operations per second, the ADD outcomes, a ledger proving no
 //     terminal was handed out twice, and an empty LIST at the end;
+//   - where each plugin's ADD+DEL goes, so that a missed target comes with
+//     its cause: VERSION, ADD and DEL each timed alone, split into the two
+//     execs any binary pays (the floor's), the plugin's start-up beyond
+//     them (VERSION reads no stdin and touches no state) and its work;
 //   - each plugin binary's size, and whether its build info lists grpc or
 //     client-go, which a plugin must never link.
 //
@@ -18,8 +22,10 @@
 //
 // Run it with `make bench` (or `go run ./plugins/internal/bench -n 500`);
 // progress goes to stderr, the tables to stdout. `go test -bench .` in
-// this package runs BenchmarkFloor and BenchmarkAddDel/<plugin> with the
-// same round trips (host-local stays out: it needs the module proxy).
+// this package runs BenchmarkFloor, BenchmarkAddDel/<plugin>,
+// BenchmarkStartup/<plugin> and BenchmarkHostLocal with the same round
+// trips (BenchmarkHostLocal skips itself when the module proxy cannot
+// provide host-local).
 //
 // Exit status: the targets (ADD+DEL median at most 1.5x the floor and
 // below host-local's; no grpc or client-go linked) are judged in the

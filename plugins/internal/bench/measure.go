@@ -109,26 +109,46 @@ func floorTrip(bin string) roundTrip {
 	}
 }
 
-// pluginTrip is ADD then DEL of one request-id per round. DEL exits 0
-// even on failure (SPEC.md), so its stdout must be empty to count.
+// pluginTrip is ADD then DEL of one request-id per round.
 func pluginTrip(bin string, conf []byte, request string) roundTrip {
 	return func(ctx context.Context, i int) error {
 		id := fmt.Sprintf("bench%d", i+1000)
-		base := []string{"CDI_VERSION=0.1.0", "CDI_REQUEST_ID=" + id}
-		out, err := call(ctx, bin, append(base, "CDI_COMMAND=ADD", "CDI_REQUEST="+request), conf)
-		if err != nil {
+		if err := addCall(ctx, bin, conf, request, id); err != nil {
 			return err
 		}
-		var res addResult
-		if err := json.Unmarshal(out, &res); err != nil || len(res.Units) == 0 {
-			return fmt.Errorf("ADD %s gave no units: %q (%v)", request, out, err)
-		}
-		out, err = call(ctx, bin, append(base, "CDI_COMMAND=DEL"), conf)
-		if err == nil && len(bytes.TrimSpace(out)) > 0 {
-			err = fmt.Errorf("DEL %s failed: %s", id, out)
-		}
+		return delCall(ctx, bin, conf, id)
+	}
+}
+
+// addCall is one ADD that must grant at least one unit.
+func addCall(ctx context.Context, bin string, conf []byte, request, id string) error {
+	env := []string{"CDI_VERSION=0.1.0", "CDI_REQUEST_ID=" + id, "CDI_COMMAND=ADD", "CDI_REQUEST=" + request}
+	out, err := call(ctx, bin, env, conf)
+	if err != nil {
 		return err
 	}
+	var res addResult
+	if err := json.Unmarshal(out, &res); err != nil || len(res.Units) == 0 {
+		return fmt.Errorf("ADD %s gave no units: %q (%v)", request, out, err)
+	}
+	return nil
+}
+
+// delCall is one DEL. DEL exits 0 even on failure (SPEC.md), so its
+// stdout must be empty to count as a success.
+func delCall(ctx context.Context, bin string, conf []byte, id string) error {
+	out, err := call(ctx, bin, []string{"CDI_VERSION=0.1.0", "CDI_REQUEST_ID=" + id, "CDI_COMMAND=DEL"}, conf)
+	if err == nil && len(bytes.TrimSpace(out)) > 0 {
+		err = fmt.Errorf("DEL %s failed: %s", id, out)
+	}
+	return err
+}
+
+// versionCall is one VERSION: the plugin starts, prints and exits without
+// reading stdin or touching state, so it is the plugin's start-up cost.
+func versionCall(ctx context.Context, bin string) error {
+	_, err := call(ctx, bin, []string{"CDI_COMMAND=VERSION"}, nil)
+	return err
 }
 
 // hostLocalTrip is host-local's ADD then DEL of one container. CNI_NETNS

@@ -38,7 +38,29 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	printTable(os.Stdout, rows, o.n)
+	if err := runBreakdown(ctx, root, tmp, o.n); err != nil {
+		return err
+	}
 	return runContention(ctx, root, tmp, o.concurrent)
+}
+
+// runBreakdown prints where each plugin's ADD+DEL goes, so that a missed
+// target comes with its cause. Its state files are its own.
+func runBreakdown(ctx context.Context, root, tmp string, n int) error {
+	var plugins []phaseSubject
+	for _, p := range pluginCases() {
+		conf, err := dropIn(root, p.conf, filepath.Join(tmp, "phase-"+p.name), nil)
+		if err != nil {
+			return err
+		}
+		plugins = append(plugins, phaseSubject{name: p.name, bin: filepath.Join(tmp, p.name), request: p.request, conf: conf})
+	}
+	floorExec, rows, err := breakdown(ctx, filepath.Join(tmp, "floor"), plugins, n)
+	if err != nil {
+		return err
+	}
+	printBreakdown(os.Stdout, floorExec, rows, n)
+	return nil
 }
 
 // roundTripSubjects lists what the table compares: the floor, host-local
