@@ -1,8 +1,8 @@
 package disk
 
 import (
-	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path/filepath"
@@ -90,16 +90,12 @@ func (s *Store) update(fn func(*store.State) error) error {
 	if err != nil {
 		return err
 	}
-	st.ReconcileBoot(s.bootID)
-	if err := fn(st); err != nil {
-		return err
-	}
-	after, err := encode(st)
-	if err != nil {
+	after, err := store.Change(st, before, s.bootID, fn)
+	if errors.Is(err, store.ErrUnsavable) {
 		return fmt.Errorf("state file %s: %w", s.path, err)
 	}
-	if bytes.Equal(before, after) {
-		return nil
+	if err != nil || after == nil {
+		return err
 	}
 	return writeAtomic(s.path, after)
 }

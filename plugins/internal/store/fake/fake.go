@@ -1,10 +1,7 @@
 package fake
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"sync"
 
@@ -44,16 +41,9 @@ func (s *Store) Update(ctx context.Context, fn func(*store.State) error) error {
 	if err != nil {
 		return err
 	}
-	st.ReconcileBoot(s.bootID)
-	if err := fn(st); err != nil {
+	after, err := store.Change(st, before, s.bootID, fn)
+	if err != nil || after == nil {
 		return err
-	}
-	after, err := encode(st)
-	if err != nil {
-		return err
-	}
-	if bytes.Equal(before, after) {
-		return nil
 	}
 	if s.failSave != nil {
 		return fmt.Errorf("save fake state: %w", s.failSave)
@@ -68,21 +58,21 @@ func (s *Store) Update(ctx context.Context, fn func(*store.State) error) error {
 func (s *Store) load() (*store.State, []byte, error) {
 	if s.state == nil {
 		st := store.NewState(s.bootID)
-		enc, err := encode(st)
+		enc, err := store.Encode(st)
 		return st, enc, err
 	}
-	var st store.State
-	if err := json.Unmarshal(s.state, &st); err != nil {
+	st, err := store.Decode(s.state)
+	if err != nil {
 		return nil, nil, fmt.Errorf("fake state: %w: %w", store.ErrCorrupt, err)
 	}
-	return &st, s.state, nil
+	return st, s.state, nil
 }
 
 // SetState replaces the stored state with a copy of st, as if it had been
 // saved by an earlier run (possibly under another boot id). It fails, and
 // keeps the old state, if st could not be saved by package disk.
 func (s *Store) SetState(st *store.State) error {
-	enc, err := encode(st)
+	enc, err := store.Encode(st)
 	if err != nil {
 		return err
 	}
@@ -128,21 +118,4 @@ func (s *Store) Saves() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.saves
-}
-
-// encode returns the stored form of st, refusing what package disk would
-// refuse to save.
-func encode(st *store.State) ([]byte, error) {
-	if st.Format != store.FormatVersion {
-		return nil, fmt.Errorf("refusing to save: format is %d, want %d", st.Format, store.FormatVersion)
-	}
-	if st.Allocations == nil {
-		return nil, errors.New(`refusing to save: "allocations" is nil`)
-	}
-	for id, rec := range st.Allocations {
-		if rec == nil {
-			return nil, fmt.Errorf("refusing to save: allocation %q is nil", id)
-		}
-	}
-	return json.Marshal(st)
 }
