@@ -5,44 +5,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/cdiexec/cdi/plugins/exectest"
 )
 
 // pluginDir holds the real generic-tty and generic plugins, built once.
 var pluginDir string
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "discovery-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	defer os.RemoveAll(dir)
-	for _, p := range []string{"generic-tty", "generic"} {
-		out, err := exec.Command("go", "build", "-o", dir, "github.com/cdiexec/cdi/plugins/"+p).CombinedOutput()
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", p, err, out)
-			return 2
-		}
-	}
-	pluginDir = dir
-	return m.Run()
+func TestMain(m *testing.M) {
+	exectest.MainDir(m, &pluginDir, "github.com/cdiexec/cdi/plugins/generic-tty", "github.com/cdiexec/cdi/plugins/generic")
 }
-
-func fixture(t *testing.T) string {
-	t.Helper()
-	root, err := filepath.Abs("../../testdata/root")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return root
-}
-
 func writeConf(t *testing.T, confDir, typ, id, plugin string, args map[string]any) {
 	t.Helper()
 	doc := map[string]any{"cdiVersion": "0.1.0", "name": id, "type": typ, "plugin": plugin, "args": args}
@@ -62,8 +37,8 @@ func writeConf(t *testing.T, confDir, typ, id, plugin string, args map[string]an
 func newDiscoverer(t *testing.T) (*Discoverer, string) {
 	confDir := t.TempDir()
 	state := t.TempDir()
-	writeConf(t, confDir, "tty", "generic", "generic-tty", map[string]any{"root": fixture(t), "stateDir": state, "num_system_reserved": 40})
-	writeConf(t, confDir, "dev", "usb", "generic", map[string]any{"root": fixture(t), "stateDir": state, "capacity": 2,
+	writeConf(t, confDir, "tty", "generic", "generic-tty", map[string]any{"root": exectest.FixtureRoot(t), "stateDir": state, "num_system_reserved": 40})
+	writeConf(t, confDir, "dev", "usb", "generic", map[string]any{"root": exectest.FixtureRoot(t), "stateDir": state, "capacity": 2,
 		"groups": []map[string]any{{"name": "serial", "paths": []string{"/dev/ttyUSB*"}}, {"name": "video", "paths": []string{"/dev/video*"}}}})
 	return &Discoverer{ConfDir: confDir, PluginDirs: []string{pluginDir}}, confDir
 }
@@ -127,7 +102,7 @@ func TestRunNoticesNewDropIn(t *testing.T) {
 	if got := <-results; len(got) != 3 {
 		t.Fatalf("first run: %v", names(got))
 	}
-	writeConf(t, confDir, "snd", "sound", "generic", map[string]any{"root": fixture(t), "stateDir": t.TempDir(),
+	writeConf(t, confDir, "snd", "sound", "generic", map[string]any{"root": exectest.FixtureRoot(t), "stateDir": t.TempDir(),
 		"groups": []map[string]any{{"name": "", "paths": []string{"/dev/snd/*"}, "perDevice": "all"}}})
 	select {
 	case got := <-results:

@@ -4,14 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"github.com/cdiexec/cdi/bridge/instance"
 	"github.com/cdiexec/cdi/bridge/instance/local"
+	"github.com/cdiexec/cdi/plugins/exectest"
 	"github.com/cdiexec/cdi/spec"
 	"github.com/cdiexec/cdi/spec/invoke"
 )
@@ -19,21 +17,8 @@ import (
 // pluginDir holds the real generic-tty plugin, built once.
 var pluginDir string
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "node-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	defer os.RemoveAll(dir)
-	if out, err := exec.Command("go", "build", "-o", dir, "github.com/cdiexec/cdi/plugins/generic-tty").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building generic-tty: %v\n%s", err, out)
-		return 2
-	}
-	pluginDir = dir
-	return m.Run()
+func TestMain(m *testing.M) {
+	exectest.MainDir(m, &pluginDir, "github.com/cdiexec/cdi/plugins/generic-tty")
 }
 
 // setup returns an Allocator on a fresh store holding Instances for
@@ -41,10 +26,7 @@ func run(m *testing.M) int {
 // fixture has no tty99: it stands for a device gone since discovery,
 // whose ADD fails.
 func setup(t *testing.T) (*Allocator, *invoke.Plugin, map[string]instance.Instance) {
-	root, err := filepath.Abs("../../testdata/root")
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := exectest.FixtureRoot(t)
 	conf, _ := json.Marshal(map[string]any{"cdiVersion": "0.1.0", "name": "t", "type": "tty", "plugin": "generic-tty",
 		"args": map[string]any{"root": root, "stateDir": t.TempDir(), "num_system_reserved": 12}})
 	plugin := &invoke.Plugin{Path: filepath.Join(pluginDir, "generic-tty"), Config: conf}

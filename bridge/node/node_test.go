@@ -15,6 +15,7 @@ import (
 	"github.com/cdiexec/cdi/bridge/discovery"
 	"github.com/cdiexec/cdi/bridge/instance"
 	"github.com/cdiexec/cdi/bridge/instance/local"
+	"github.com/cdiexec/cdi/plugins/exectest"
 )
 
 const wait = 10 * time.Second
@@ -22,7 +23,7 @@ const wait = 10 * time.Second
 // startNode runs a Node for n1 over generic-tty serving tty41-tty44 with
 // capacity 2, a local store and a kubelet-side fake over real sockets.
 func startNode(t *testing.T) *kubelettest.Kubelet {
-	root, _ := filepath.Abs("../../testdata/root")
+	root := exectest.FixtureRoot(t)
 	confDir := t.TempDir()
 	conf, _ := json.Marshal(map[string]any{"cdiVersion": "0.1.0", "name": "t", "type": "tty", "plugin": "generic-tty",
 		"args": map[string]any{"root": root, "stateDir": t.TempDir(), "num_system_reserved": 40, "capacity": 2}})

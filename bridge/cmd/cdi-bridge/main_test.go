@@ -12,19 +12,22 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/cdiexec/cdi/bridge/deviceplugin/kubelettest"
+	"github.com/cdiexec/cdi/plugins/exectest"
 )
+
+// binDir holds the built cdi-bridge and generic-tty side by side.
+var binDir string
+
+func TestMain(m *testing.M) {
+	exectest.MainDir(m, &binDir, ".", "github.com/cdiexec/cdi/plugins/generic-tty")
+}
 
 // TestBinary runs the built cdi-bridge as a process against the
 // kubelet-side fake and the real generic-tty plugin: it must register
 // its resources, and on SIGTERM withdraw them and exit 0.
 func TestBinary(t *testing.T) {
-	bin := t.TempDir()
-	for _, pkg := range []string{".", "github.com/cdiexec/cdi/plugins/generic-tty"} {
-		if out, err := exec.Command("go", "build", "-o", bin+"/", pkg).CombinedOutput(); err != nil {
-			t.Fatalf("go build %s: %v\n%s", pkg, err, out)
-		}
-	}
-	root, _ := filepath.Abs("../../../testdata/root")
+	bin := binDir
+	root := exectest.FixtureRoot(t)
 	confDir := t.TempDir()
 	conf, _ := json.Marshal(map[string]any{"cdiVersion": "0.1.0", "name": "t", "type": "tty", "plugin": "generic-tty",
 		"args": map[string]any{"root": root, "stateDir": t.TempDir(), "num_system_reserved": 42}})

@@ -7,7 +7,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/cdiexec/cdi/plugins/internal/exectest"
+	"github.com/cdiexec/cdi/plugins/exectest"
 )
 
 func TestAppendix(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cdiexec/cdi/plugins/internal/exectest"
+	"github.com/cdiexec/cdi/plugins/exectest"
 	"github.com/cdiexec/cdi/spec"
 )
 

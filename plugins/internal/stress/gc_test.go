@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/cdiexec/cdi/plugins/internal/exectest"
+	"github.com/cdiexec/cdi/plugins/exectest"
 	"github.com/cdiexec/cdi/spec"
 )
 

@@ -127,17 +127,35 @@ func Env(kv ...string) map[string]string {
 // the binary's path in *bin, runs the tests and removes the directory.
 // Call it from TestMain: os.Exit happens here.
 func Main(m *testing.M, pkg string, bin *string) {
-	os.Exit(runMain(m, pkg, bin))
+	os.Exit(runMain(m, func(dir string) (err error) {
+		*bin, err = Build(pkg, dir)
+		return err
+	}))
 }
 
-func runMain(m *testing.M, pkg string, bin *string) int {
+// MainDir is Main for tests that need several plugins side by side, as in
+// a plugin search path: every package in pkgs is built into one
+// temporary directory, whose path is stored in *dir.
+func MainDir(m *testing.M, dir *string, pkgs ...string) {
+	os.Exit(runMain(m, func(d string) error {
+		*dir = d
+		for _, pkg := range pkgs {
+			if _, err := Build(pkg, d); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+}
+
+func runMain(m *testing.M, build func(dir string) error) int {
 	dir, err := os.MkdirTemp("", "plugin-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
 	defer os.RemoveAll(dir)
-	if *bin, err = Build(pkg, dir); err != nil {
+	if err := build(dir); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
