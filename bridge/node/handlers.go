@@ -163,12 +163,14 @@ func (h *clHandler) PreferredAllocation(context.Context, *pluginapi.PreferredAll
 	return nil, nil
 }
 
-// allocate runs the Allocator and pushes fresh lists whatever happened.
+// allocate runs the Allocator. A success reaches the streams through the
+// store's change feed; a failure also re-reads the store and pushes fresh
+// lists at once, so that the kubelet stops offering what just failed.
 func (n *Node) allocate(ctx context.Context, containers [][]Grant) (*pluginapi.AllocateResponse, error) {
 	resp, err := n.alloc.Allocate(ctx, containers)
-	n.refresh(ctx)
 	if err != nil {
 		n.log().Warn("Allocate failed; nothing kept", "error", err)
+		n.refresh(ctx)
 	}
 	return resp, err
 }
