@@ -156,3 +156,45 @@ func TestRealHost(t *testing.T) {
 		t.Fatalf("status %d, %s %s", r.Status, r.Stdout, r.Stderr)
 	}
 }
+
+// TestReleaseWithoutDevices checks that DEL, LIST and GC read only the
+// state: with a device tree that cannot be read, what was allocated can
+// still be listed and released.
+func TestReleaseWithoutDevices(t *testing.T) {
+	state := t.TempDir()
+	conf := func(root string) []byte {
+		return exectest.Conf(t, "0.1.0", "gpu", "drm", map[string]any{"root": root, "stateDir": state})
+	}
+	run := func(root string, kv ...string) exectest.Result {
+		return exectest.Run(t, plugin, exectest.Env(append([]string{"CDI_VERSION", "0.1.0"}, kv...)...), conf(root))
+	}
+	// sys/class/drm a file, not a directory: discovery fails.
+	fixture, gone := exectest.FixtureRoot(t), t.TempDir()
+	if err := os.MkdirAll(gone+"/sys/class", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(gone+"/sys/class/drm", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"a", "b"} {
+		if r := run(fixture, "CDI_COMMAND", "ADD", "CDI_REQUEST", "gpu:1", "CDI_REQUEST_ID", id); r.Status != 0 {
+			t.Fatalf("ADD %s: status %d, %s %s", id, r.Status, r.Stdout, r.Stderr)
+		}
+	}
+	if r := run(gone, "CDI_COMMAND", "INFO"); r.Code() != int(spec.CodeInternal) {
+		t.Fatalf("INFO without a device tree: %s, want code %d", r.Stdout, spec.CodeInternal)
+	}
+	var list spec.ListResult
+	run(gone, "CDI_COMMAND", "LIST").Decode(t, &list)
+	if len(list.Allocations) != 2 {
+		t.Fatalf("LIST without a device tree: %+v, want a and b", list)
+	}
+	if r := run(gone, "CDI_COMMAND", "DEL", "CDI_REQUEST_ID", "a"); r.Status != 0 || len(r.Stdout) != 0 {
+		t.Fatalf("DEL without a device tree: status %d, %s", r.Status, r.Stdout)
+	}
+	var gc spec.GCResult
+	run(gone, "CDI_COMMAND", "GC", "CDI_VALID_REQUEST_IDS", "").Decode(t, &gc)
+	if !reflect.DeepEqual(gc.Released, []string{"b"}) {
+		t.Fatalf("GC without a device tree released %v, want [b]", gc.Released)
+	}
+}

@@ -38,7 +38,7 @@ func (c *call) info() *spec.InfoResult {
 }
 
 func (e *engine) del(a *skel.Args) error {
-	return e.run(a, func(c *call) error {
+	return e.runState(a, func(c *call) error {
 		if _, ok := c.state.Allocations[a.RequestID]; !ok {
 			return spec.NewError(spec.CodeUnknownRequestID, "")
 		}
@@ -49,7 +49,7 @@ func (e *engine) del(a *skel.Args) error {
 
 func (e *engine) list(a *skel.Args) (*spec.ListResult, error) {
 	out := &spec.ListResult{Allocations: []spec.Allocation{}}
-	err := e.run(a, func(c *call) error {
+	err := e.runState(a, func(c *call) error {
 		for id, rec := range c.state.Allocations {
 			out.Allocations = append(out.Allocations, spec.Allocation{RequestID: id, Request: rec.Request, Created: rec.Created, Result: rec.Result.ForVersion(a.Version)})
 		}
@@ -68,7 +68,7 @@ func (e *engine) list(a *skel.Args) (*spec.ListResult, error) {
 // gc releases every allocation whose request-id is not in the valid set.
 func (e *engine) gc(a *skel.Args) (*spec.GCResult, error) {
 	out := &spec.GCResult{Released: []string{}}
-	err := e.run(a, func(c *call) error {
+	err := e.runState(a, func(c *call) error {
 		valid := make(map[string]bool, len(a.ValidRequestIDs))
 		for _, id := range a.ValidRequestIDs {
 			valid[id] = true

@@ -127,9 +127,22 @@ type call struct {
 }
 
 // run discovers devices and runs fn on the locked state; the lock is held
-// from before discovery until the new state is saved. Errors that are not
-// protocol errors come from the store and are reported as code 13.
+// from before discovery until the new state is saved.
 func (e *engine) run(a *skel.Args, fn func(c *call) error) error {
+	return e.locked(a, true, fn)
+}
+
+// runState runs fn on the locked state without discovering devices: DEL,
+// LIST and GC need only the state, and a release must not fail because a
+// device vanished or the device tree cannot be read.
+func (e *engine) runState(a *skel.Args, fn func(c *call) error) error {
+	return e.locked(a, false, fn)
+}
+
+// locked runs fn under the state lock, after discovery when discover is
+// set. Errors that are not protocol errors come from the store and are
+// reported as code 13.
+func (e *engine) locked(a *skel.Args, discover bool, fn func(c *call) error) error {
 	opts, err := parseCommonArgs(a.Config)
 	if err != nil {
 		return err
@@ -138,11 +151,15 @@ func (e *engine) run(a *skel.Args, fn func(c *call) error) error {
 	st := e.deps.OpenStore(path, e.deps.BootID())
 	err = st.Update(context.Background(), func(s *store.State) error {
 		logDropped(a, s)
-		inv, err := e.discover(a, opts)
-		if err != nil {
-			return err
+		c := &call{args: a, opts: opts, inv: &Inventory{}, state: s, now: e.deps.Now()}
+		if discover {
+			inv, err := e.discover(a, opts)
+			if err != nil {
+				return err
+			}
+			c.inv = inv
 		}
-		return fn(&call{args: a, opts: opts, inv: inv, state: s, now: e.deps.Now()})
+		return fn(c)
 	})
 	var specErr *spec.Error
 	if err != nil && !errors.As(err, &specErr) {
