@@ -11,6 +11,7 @@ import (
 
 	"github.com/cdiexec/cdi/plugins/internal/store"
 	"github.com/cdiexec/cdi/plugins/internal/store/disk"
+	"github.com/cdiexec/cdi/plugins/internal/sysfs"
 	"github.com/cdiexec/cdi/skel"
 	"github.com/cdiexec/cdi/spec"
 )
@@ -175,7 +176,7 @@ func logDropped(a *skel.Args, s *store.State) {
 }
 
 func (e *engine) discover(a *skel.Args, opts commonArgs) (*Inventory, error) {
-	h := &Host{Config: a.Config, Root: opts.root, FS: os.DirFS(opts.root), Stderr: a.Stderr}
+	h := &Host{Config: a.Config, Root: opts.root, FS: sysfs.HostFS(opts.root), Stderr: a.Stderr}
 	inv, err := e.family.Discover(h)
 	if err != nil {
 		var specErr *spec.Error

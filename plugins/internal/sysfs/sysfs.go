@@ -48,14 +48,9 @@ func Exists(fsys fs.FS, name string) bool {
 
 // ReadString reads a small attribute file and trims surrounding space.
 func ReadString(fsys fs.FS, name string) (string, error) {
-	f, err := fsys.Open(name)
+	data, err := readAttr(fsys, name, maxAttrSize+1)
 	if err != nil {
 		return "", err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxAttrSize+1))
-	if err != nil {
-		return "", fmt.Errorf("reading %s: %w", name, err)
 	}
 	if len(data) > maxAttrSize {
 		return "", fmt.Errorf("reading %s: more than %d bytes, not a sysfs attribute", name, maxAttrSize)
@@ -98,4 +93,21 @@ func NUMANode(fsys fs.FS, dir string) (*int, error) {
 		return nil, nil
 	}
 	return &n, nil
+}
+
+// readAttr reads at most limit bytes of name.
+func readAttr(fsys fs.FS, name string, limit int) ([]byte, error) {
+	if r, ok := fsys.(attrReader); ok {
+		return r.readAttr(name, limit)
+	}
+	f, err := fsys.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, int64(limit)))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", name, err)
+	}
+	return data, nil
 }

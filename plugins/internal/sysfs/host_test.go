@@ -1,0 +1,111 @@
+package sysfs
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestHostFSAgreesWithDirFS runs the lookups discovery makes on the
+// fixture through HostFS and through os.DirFS: they must not differ.
+func TestHostFSAgreesWithDirFS(t *testing.T) {
+	root, err := filepath.Abs("../../../testdata/root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := []string{"sys/class/tty/ttyUSB0", "sys/class/tty/ttyUSB1", "sys/class/tty/ttyACM0",
+		"sys/class/drm/card0", "sys/class/drm/card3", "sys/class/drm/renderD129", "sys/class/drm/card4", "sys/class/tty/ttyUSB9"}
+	plain, host := os.DirFS(root), HostFS(root)
+	for _, e := range entries {
+		t.Run(e, func(t *testing.T) {
+			for range 2 { // the second round is answered from memory
+				wantDir, wantErr := Resolve(plain, e+"/device")
+				gotDir, gotErr := Resolve(host, e+"/device")
+				if gotDir != wantDir || (gotErr == nil) != (wantErr == nil) {
+					t.Fatalf("Resolve = %q, %v; os.DirFS says %q, %v", gotDir, gotErr, wantDir, wantErr)
+				}
+				wantN, _ := DeviceNUMA(plain, e)
+				gotN, err := DeviceNUMA(host, e)
+				if err != nil || numaValue(gotN) != numaValue(wantN) {
+					t.Fatalf("DeviceNUMA = %d, %v; os.DirFS says %d", numaValue(gotN), err, numaValue(wantN))
+				}
+				if wantErr != nil {
+					continue
+				}
+				want, wantErr := ReadString(plain, wantDir+"/uevent")
+				got, gotErr := ReadString(host, wantDir+"/uevent")
+				if got != want || (gotErr == nil) != (wantErr == nil) {
+					t.Fatalf("ReadString(uevent) = %q, %v; os.DirFS says %q, %v", got, gotErr, want, wantErr)
+				}
+			}
+		})
+	}
+}
+
+// TestHostFSRemembers checks that metadata is read once per HostFS: a
+// change made after the first lookup is seen only by a new HostFS.
+func TestHostFSRemembers(t *testing.T) {
+	dir := t.TempDir()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.WriteFile(filepath.Join(dir, "f"), []byte("1\n"), 0o644))
+	must(os.Symlink("f", filepath.Join(dir, "l")))
+	h := HostFS(dir).(fs.ReadLinkFS)
+	check := func(h fs.ReadLinkFS, wantStat bool, wantTarget string) {
+		t.Helper()
+		if _, err := fs.Stat(h, "f"); (err == nil) != wantStat {
+			t.Errorf("Stat(f) = %v, want exists %v", err, wantStat)
+		}
+		if _, err := h.Lstat("f"); (err == nil) != wantStat {
+			t.Errorf("Lstat(f) = %v, want exists %v", err, wantStat)
+		}
+		if got, _ := h.ReadLink("l"); got != wantTarget {
+			t.Errorf("ReadLink(l) = %q, want %q", got, wantTarget)
+		}
+	}
+	check(h, true, "f")
+	must(os.Remove(filepath.Join(dir, "f")))
+	must(os.Remove(filepath.Join(dir, "l")))
+	must(os.Symlink("g", filepath.Join(dir, "l")))
+	check(h, true, "f")
+	check(HostFS(dir).(fs.ReadLinkFS), false, "g")
+}
+
+func TestHostFSReadString(t *testing.T) {
+	dir := t.TempDir()
+	for name, text := range map[string]string{"vendor": " 0x10de\n", "big": strings.Repeat("x", maxAttrSize+1)} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h := HostFS(dir)
+	if got, err := ReadString(h, "vendor"); got != "0x10de" || err != nil {
+		t.Errorf("ReadString(vendor) = %q, %v", got, err)
+	}
+	tests := []struct {
+		name string
+		want error // nil: any error
+	}{
+		{"missing", fs.ErrNotExist},
+		{"../escape", fs.ErrInvalid},
+		{"/abs", fs.ErrInvalid},
+		{"big", nil},
+		{"sub", nil},
+	}
+	for _, tt := range tests {
+		_, err := ReadString(h, tt.name)
+		if err == nil || (tt.want != nil && !errors.Is(err, tt.want)) {
+			t.Errorf("ReadString(%q) = %v, want an error (%v)", tt.name, err, tt.want)
+		}
+	}
+}
