@@ -2,7 +2,6 @@ package discovery
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -47,12 +46,14 @@ type Discoverer struct {
 // load or whose plugin is missing are logged and skipped; the error is
 // non-nil only when the drop-in directory itself cannot be read.
 func (d *Discoverer) Discover(ctx context.Context) ([]Pool, error) {
+	// LoadAll's error mixes the directory's with single drop-ins'; only
+	// the first is fatal, so ask about the directory on its own.
+	if _, err := invoke.ConfTypes(d.ConfDir); err != nil {
+		return nil, fmt.Errorf("loading drop-ins from %s: %w", d.ConfDir, err)
+	}
 	confs, err := invoke.LoadAll(d.ConfDir)
 	if err != nil {
 		d.log().Warn("some drop-ins do not load", "error", err)
-		if len(confs) == 0 && !errors.Is(err, spec.ErrMalformed) && spec.CodeOf(err) == 0 {
-			return nil, fmt.Errorf("loading drop-ins from %s: %w", d.ConfDir, err)
-		}
 	}
 	next := map[string]Pool{}
 	for _, c := range confs {

@@ -142,3 +142,31 @@ func names(pools []Pool) []string {
 	}
 	return out
 }
+
+// TestDiscoverErrors: only a drop-in directory that cannot be read is an
+// error; a broken drop-in or a missing plugin costs that drop-in alone.
+func TestDiscoverErrors(t *testing.T) {
+	d, confDir := newDiscoverer(t)
+	if err := os.WriteFile(filepath.Join(confDir, "tty.d", "broken.conf"), []byte("{not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writeConf(t, confDir, "cam", "gone", "no-such-plugin", nil)
+	pools, err := d.Discover(context.Background())
+	if err != nil || len(pools) != 3 {
+		t.Fatalf("with a broken drop-in and a missing plugin: pools %v, error %v; want the 3 good pools and no error", names(pools), err)
+	}
+
+	notDir := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(notDir, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.ConfDir = notDir
+	if pools, err := d.Discover(context.Background()); err == nil {
+		t.Fatalf("drop-in directory is a file: pools %v and no error", names(pools))
+	}
+
+	d.ConfDir = filepath.Join(t.TempDir(), "absent")
+	if pools, err := d.Discover(context.Background()); err != nil || len(pools) != 0 {
+		t.Fatalf("absent drop-in directory: pools %v, error %v; want none and no error", names(pools), err)
+	}
+}
