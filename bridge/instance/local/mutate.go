@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 
 	"github.com/cdiexec/cdi/bridge/instance"
 )
@@ -17,19 +16,17 @@ func (s *Store) Claim(ctx context.Context, claims []instance.Claim) error {
 			if in == nil {
 				return false, fmt.Errorf("claiming %s: %w: instance %s", c.Slot, instance.ErrNoSlot, c.Instance)
 			}
-			v, ok := in.Usage[c.Slot]
-			if !ok {
-				return false, fmt.Errorf("claiming %s: %w", c.Slot, instance.ErrNoSlot)
-			}
-			if v != "" && v != c.Value {
-				return false, fmt.Errorf("claiming %s for %q: %w by %q", c.Slot, c.Value, instance.ErrSlotTaken, v)
+			if err := in.CheckClaim(c); err != nil {
+				return false, err
 			}
 		}
 		changed := false
 		for _, c := range claims {
-			u := doc.Instances[c.Instance].Usage
-			changed = changed || u[c.Slot] != c.Value
-			u[c.Slot] = c.Value
+			ch, err := doc.Instances[c.Instance].Apply(c)
+			if err != nil {
+				return false, err // two claims of one slot with different values
+			}
+			changed = changed || ch
 		}
 		return changed, nil
 	})
@@ -40,15 +37,12 @@ func (s *Store) Release(ctx context.Context, claims []instance.Claim) error {
 	return s.update(func(doc *document) (bool, error) {
 		changed := false
 		for _, c := range claims {
-			in := doc.Instances[c.Instance]
-			if in == nil || in.Usage[c.Slot] != c.Value || c.Value == "" {
-				continue
+			if in := doc.Instances[c.Instance]; in != nil && in.Release(c) {
+				changed = true
 			}
-			in.Usage[c.Slot], changed = "", true
-			trimSlots(in)
 		}
 		if changed {
-			deleteUnseen(doc)
+			deleteUnused(doc)
 		}
 		return changed, nil
 	})
@@ -63,54 +57,25 @@ func (s *Store) Observe(ctx context.Context, node, config string, seen []instanc
 			names[want.Name] = true
 			in := doc.Instances[want.Name]
 			if in == nil {
-				in = &instance.Instance{Name: want.Name, Usage: map[string]string{}}
+				in = &instance.Instance{Name: want.Name}
 				doc.Instances[want.Name] = in
 			}
-			in.Config, in.DeviceID, in.Shared, in.Properties = want.Config, want.DeviceID, want.Shared, want.Properties
-			in.Capacity = want.Capacity
-			if !in.Sees(node) {
-				in.Nodes = append(in.Nodes, node)
-				slices.Sort(in.Nodes)
-			}
-			resize(in)
+			in.Observe(node, want)
 		}
 		for name, in := range doc.Instances {
 			if in.Config == config && !names[name] {
-				in.Nodes = slices.DeleteFunc(in.Nodes, func(n string) bool { return n == node })
+				in.Forget(node)
 			}
 		}
-		deleteUnseen(doc)
+		deleteUnused(doc)
 		return fingerprint(doc) != before, nil
 	})
 }
 
-// resize gives every slot below capacity an entry and drops free ones
-// above it; claimed slots above it stay until released.
-func resize(in *instance.Instance) {
-	for _, s := range in.Slots() {
-		if _, ok := in.Usage[s]; !ok {
-			in.Usage[s] = ""
-		}
-	}
-	trimSlots(in)
-}
-
-func trimSlots(in *instance.Instance) {
-	keep := map[string]bool{}
-	for _, s := range in.Slots() {
-		keep[s] = true
-	}
-	for s, v := range in.Usage {
-		if !keep[s] && v == "" {
-			delete(in.Usage, s)
-		}
-	}
-}
-
-// deleteUnseen removes the Instances no node sees and nobody uses.
-func deleteUnseen(doc *document) {
+// deleteUnused removes the Instances no node sees and nobody uses.
+func deleteUnused(doc *document) {
 	for name, in := range doc.Instances {
-		if len(in.Nodes) == 0 && in.FreeSlots() == in.Capacity && len(in.Usage) <= in.Capacity {
+		if in.Unused() {
 			delete(doc.Instances, name)
 		}
 	}
