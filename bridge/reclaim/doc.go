@@ -1,0 +1,13 @@
+// Package reclaim gives back the slots that no container uses any more.
+//
+// A slot is claimed at Allocate, but nothing tells a device plugin when
+// the container that got it goes away. The kubelet's PodResources API
+// does say which device ids running containers hold, so every period the
+// Reclaimer compares that with the slots this node claims in the Instance
+// store: a claimed slot that no container has held for longer than a
+// grace period is released (DEL on the plugin that set it up, then the
+// store), and each plugin is told, with GC, which of its allocations are
+// still valid. A slot that reappears within the grace is kept: the
+// kubelet lists a pod's devices from admission on, but a restart of the
+// kubelet may hide them for a moment.
+package reclaim

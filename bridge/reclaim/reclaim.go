@@ -1,0 +1,154 @@
+package reclaim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/cdiexec/cdi/bridge/instance"
+	"github.com/cdiexec/cdi/spec"
+)
+
+// DefaultGrace is how long a claimed slot may go unheld before it is
+// released.
+const DefaultGrace = 5 * time.Minute
+
+// Plugins undoes allocations on this node's plugins. The request-id of a
+// slot's allocation is the slot id.
+type Plugins interface {
+	// Del releases one allocation of pool's plugin; it returns nil when
+	// the pool is no longer served here, as nothing is left to release.
+	Del(ctx context.Context, pool, requestID string) error
+	// GC releases every allocation of pool's plugin outside valid.
+	GC(ctx context.Context, pool string, valid []string) error
+	// Pools names the pools this node serves.
+	Pools() []string
+}
+
+// Reclaimer releases the slots this node claims that no container holds.
+type Reclaimer struct {
+	Lister  Lister
+	Store   instance.Store
+	Plugins Plugins
+	Node    string
+	// Domain is the resource domain: only <domain>/... resources count.
+	Domain string
+	// Tracker decides when a slot is due; NewTracker(DefaultGrace) if nil.
+	Tracker *Tracker
+	// Lock, if set, is held for each pass. The node's Allocate holds it
+	// shared, so that no slot is claimed or set up while a pass decides
+	// what is unused and releases it.
+	Lock   sync.Locker
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Run reclaims every period until ctx ends. Errors are logged: the next
+// pass tries again.
+func (r *Reclaimer) Run(ctx context.Context, period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		if err := r.Once(ctx); err != nil && ctx.Err() == nil {
+			r.log().Error("slot reclaim", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Once makes one pass: it releases the slots that are due and runs GC on
+// every pool with the slots this node still claims there.
+func (r *Reclaimer) Once(ctx context.Context) error {
+	if r.Tracker == nil {
+		r.Tracker = NewTracker(DefaultGrace)
+	}
+	if r.Lock != nil {
+		r.Lock.Lock()
+		defer r.Lock.Unlock()
+	}
+	held, err := ListHeld(ctx, r.Lister, r.Domain)
+	if err != nil {
+		return err
+	}
+	all, err := r.Store.List(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the instance store: %w", err)
+	}
+	claimed := Claimed(all, r.Node, r.Domain)
+	released := map[instance.Claim]bool{}
+	var errs []error
+	for _, s := range r.Tracker.Due(r.now(), claimed, held) {
+		if err := r.release(ctx, s); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		released[s.Claim] = true
+	}
+	errs = append(errs, r.gc(ctx, claimed, released))
+	return errors.Join(errs...)
+}
+
+// release runs DEL for the slot, then frees it in the store. A DEL that
+// fails keeps the claim, so that the store never offers a device the
+// plugin still hands out; the next pass tries again.
+func (r *Reclaimer) release(ctx context.Context, s Slot) error {
+	err := r.Plugins.Del(ctx, s.Pool, s.Claim.Slot)
+	if err != nil && spec.CodeOf(err) != spec.CodeUnknownRequestID {
+		return fmt.Errorf("releasing %s: DEL: %w", s.Claim.Slot, err)
+	}
+	if err := r.Store.Release(ctx, []instance.Claim{s.Claim}); err != nil {
+		return fmt.Errorf("releasing %s: %w", s.Claim.Slot, err)
+	}
+	r.log().Info("released a slot no container holds", "slot", s.Claim.Slot, "usage", s.Claim.Value,
+		"resource", s.Resource, "device", s.DeviceID)
+	return nil
+}
+
+// gc tells each pool's plugin which request-ids (slot ids) this node
+// still claims, cleaning what a lost DEL left behind.
+func (r *Reclaimer) gc(ctx context.Context, claimed []Slot, released map[instance.Claim]bool) error {
+	valid := map[string][]string{}
+	for _, p := range r.Plugins.Pools() {
+		valid[p] = []string{}
+	}
+	for _, s := range claimed {
+		if _, ok := valid[s.Pool]; ok && !released[s.Claim] {
+			valid[s.Pool] = append(valid[s.Pool], s.Claim.Slot)
+		}
+	}
+	pools := make([]string, 0, len(valid))
+	for p := range valid {
+		pools = append(pools, p)
+	}
+	sort.Strings(pools)
+	var errs []error
+	for _, p := range pools {
+		sort.Strings(valid[p])
+		if err := r.Plugins.GC(ctx, p, valid[p]); err != nil {
+			errs = append(errs, fmt.Errorf("GC of pool %s: %w", p, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (r *Reclaimer) now() time.Time {
+	if r.Now == nil {
+		return time.Now()
+	}
+	return r.Now()
+}
+
+func (r *Reclaimer) log() *slog.Logger {
+	if r.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return r.Logger
+}

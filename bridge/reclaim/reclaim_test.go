@@ -1,0 +1,187 @@
+package reclaim
+
+import (
+	"context"
+	"errors"
+	"net"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
+
+	"github.com/cdiexec/cdi/bridge/instance"
+	"github.com/cdiexec/cdi/bridge/instance/local"
+	"github.com/cdiexec/cdi/spec"
+)
+
+// kubelet serves the PodResources API on a unix socket with what its
+// containers hold: resource name -> device ids.
+type kubelet struct {
+	podresourcesapi.UnimplementedPodResourcesListerServer
+	mu   sync.Mutex
+	held map[string][]string
+}
+
+func (k *kubelet) set(held map[string][]string) { k.mu.Lock(); k.held = held; k.mu.Unlock() }
+
+func (k *kubelet) List(context.Context, *podresourcesapi.ListPodResourcesRequest) (*podresourcesapi.ListPodResourcesResponse, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	c := &podresourcesapi.ContainerResources{Name: "app"}
+	for res, ids := range k.held {
+		c.Devices = append(c.Devices, &podresourcesapi.ContainerDevices{ResourceName: res, DeviceIds: ids})
+	}
+	// Another vendor's device must not confuse the reclaimer.
+	c.Devices = append(c.Devices, &podresourcesapi.ContainerDevices{ResourceName: "nvidia.com/gpu", DeviceIds: []string{"cam-1-1"}})
+	pod := &podresourcesapi.PodResources{Name: "p", Namespace: "default", Containers: []*podresourcesapi.ContainerResources{c}}
+	return &podresourcesapi.ListPodResourcesResponse{PodResources: []*podresourcesapi.PodResources{pod}}, nil
+}
+
+func serve(t *testing.T) (*kubelet, podresourcesapi.PodResourcesListerClient) {
+	sock := filepath.Join(t.TempDir(), "kubelet.sock")
+	lis, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := &kubelet{}
+	srv := grpc.NewServer()
+	podresourcesapi.RegisterPodResourcesListerServer(srv, k)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	conn, client, err := Dial(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return k, client
+}
+
+// plugins records DEL and GC; delErr is what DEL answers.
+type plugins struct {
+	mu     sync.Mutex
+	dels   []string
+	gcs    map[string][]string
+	delErr error
+}
+
+func (p *plugins) Del(_ context.Context, pool, id string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.dels = append(p.dels, pool+"/"+id)
+	return p.delErr
+}
+
+func (p *plugins) GC(_ context.Context, pool string, valid []string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.gcs[pool] = valid
+	return nil
+}
+
+func (p *plugins) Pools() []string { return []string{"cam", "gpu"} }
+
+// setup: node a holds cam-1-0 (IL) and cam-1-1 as vdev 3 (CL); node b
+// holds cam-1-2.
+func setup(t *testing.T) (*Reclaimer, *kubelet, *plugins, *time.Time, instance.Store) {
+	ctx := context.Background()
+	store := local.New(filepath.Join(t.TempDir(), "instances.json"))
+	cam := instance.Instance{Name: "cam-1", Config: "cam", DeviceID: "lobby", Shared: true, Capacity: 3}
+	for _, n := range []string{"a", "b"} {
+		if err := store.Observe(ctx, n, "cam", []instance.Instance{cam}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := store.Claim(ctx, []instance.Claim{
+		{Instance: "cam-1", Slot: "cam-1-0", Value: "a"}, {Instance: "cam-1", Slot: "cam-1-1", Value: "C:3:a"},
+		{Instance: "cam-1", Slot: "cam-1-2", Value: "b"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, client := serve(t)
+	p := &plugins{gcs: map[string][]string{}}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	r := &Reclaimer{Lister: client, Store: store, Plugins: p, Node: "a", Domain: "cdi.local",
+		Tracker: NewTracker(time.Minute), Lock: &sync.Mutex{}, Now: func() time.Time { return now }}
+	return r, k, p, &now, store
+}
+
+func usage(t *testing.T, s instance.Store) map[string]string {
+	all, err := s.List(context.Background())
+	if err != nil || len(all) != 1 {
+		t.Fatalf("List = %v, %v", all, err)
+	}
+	return all[0].Usage
+}
+
+func TestReclaimAfterGrace(t *testing.T) {
+	r, k, p, now, store := setup(t)
+	ctx := context.Background()
+	k.set(map[string][]string{"cdi.local/cam-1": {"cam-1-0"}}) // the CL container is gone
+	if err := r.Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	*now = now.Add(59 * time.Second)
+	if err := r.Once(ctx); err != nil || len(p.dels) != 0 || usage(t, store)["cam-1-1"] != "C:3:a" {
+		t.Fatalf("before the grace: err %v, DELs %v, usage %v", err, p.dels, usage(t, store))
+	}
+	*now = now.Add(time.Second)
+	if err := r.Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	u := usage(t, store)
+	if !slices.Equal(p.dels, []string{"cam/cam-1-1"}) || u["cam-1-1"] != "" || u["cam-1-0"] != "a" || u["cam-1-2"] != "b" {
+		t.Fatalf("after the grace: DELs %v, usage %v; want only cam-1-1 released", p.dels, u)
+	}
+	if !slices.Equal(p.gcs["cam"], []string{"cam-1-0"}) || p.gcs["gpu"] == nil || len(p.gcs["gpu"]) != 0 {
+		t.Fatalf("GC valid sets %v, want cam: [cam-1-0], gpu: []", p.gcs)
+	}
+}
+
+func TestHeldSlotNeverReclaimed(t *testing.T) {
+	r, k, p, now, store := setup(t)
+	k.set(map[string][]string{"cdi.local/cam-1": {"cam-1-0"}, "cdi.local/cam": {"3"}})
+	for range 10 {
+		if err := r.Once(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		*now = now.Add(time.Hour)
+	}
+	if len(p.dels) != 0 || usage(t, store)["cam-1-1"] != "C:3:a" {
+		t.Fatalf("held slots released: DELs %v, usage %v", p.dels, usage(t, store))
+	}
+}
+
+func TestFailedDelKeepsClaim(t *testing.T) {
+	r, _, p, now, store := setup(t)
+	ctx := context.Background()
+	p.delErr = errors.New("plugin timed out")
+	r.Once(ctx)
+	*now = now.Add(time.Minute)
+	if err := r.Once(ctx); err == nil || usage(t, store)["cam-1-0"] != "a" {
+		t.Fatalf("DEL failed: err %v, usage %v; want an error and the claim kept", err, usage(t, store))
+	}
+	p.delErr = spec.NewError(spec.CodeUnknownRequestID, "") // the plugin had already forgotten it
+	if err := r.Once(ctx); err != nil || usage(t, store)["cam-1-0"] != "" || usage(t, store)["cam-1-1"] != "" {
+		t.Fatalf("DEL said unknown request-id: err %v, usage %v; want both of a's slots free", err, usage(t, store))
+	}
+}
+
+func TestKubeletDown(t *testing.T) {
+	r, _, _, _, _ := setup(t)
+	conn, client, err := Dial(filepath.Join(t.TempDir(), "absent.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	r.Lister = client
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := r.Once(ctx); err == nil {
+		t.Fatal("a pass without a kubelet succeeded")
+	}
+}
