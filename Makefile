@@ -10,7 +10,7 @@ DESTDIR   ?=
 PLUGINS := $(notdir $(patsubst %/main.go,%,$(wildcard plugins/*/main.go)))
 TOOLS   := cditool cdi-bridge
 
-.PHONY: all build install test lint bench demo clean help
+.PHONY: all build install test lint bench demo image clean help
 
 all: build
 
@@ -21,6 +21,7 @@ help:
 	@echo "make lint      gofmt and go vet"
 	@echo "make bench     benchmarks, printed as ratios against floors measured in the same run"
 	@echo "make demo      build, install into a temporary prefix and walk through the protocol"
+	@echo "make image     the bridge's container image as bin/cdi-bridge-image.tar (IMAGE=name:tag, ARCH=amd64|arm64)"
 
 build:
 	@mkdir -p bin
@@ -53,6 +54,13 @@ bench:
 
 demo: build
 	./testdata/demo.sh
+
+# No container engine needed: static binaries on an empty base, written as
+# a tarball for docker/podman load or ctr images import.
+IMAGE ?= cdi-bridge:dev
+ARCH  ?= $(shell $(GO) env GOARCH)
+image:
+	$(GO) run ./bridge/deploy/image -o bin/cdi-bridge-image.tar -tag $(IMAGE) -arch $(ARCH)
 
 clean:
 	rm -rf bin
