@@ -6,5 +6,6 @@
 // already claims plus one per instance with a free slot; per container
 // request a claimed virtual device keeps its slot, a new one takes a free
 // slot of the instance with the most free slots, and no two slots of one
-// instance go to one container request.
+// instance go to one container request. Prefer answers the kubelet's
+// GetPreferredAllocation with a choice of vdevs that Allocate can grant.
 package pool

@@ -28,6 +28,9 @@ type Pool struct {
 	// Unhealthy names the instances whose device is unhealthy here: they
 	// get no new claims and their vdevs are advertised unhealthy.
 	Unhealthy map[string]bool
+	// NUMA maps an instance to the NUMA node of its device, for the
+	// devices that report one; Prefer keeps a choice on one node.
+	NUMA map[string]int
 }
 
 // claimed maps the vdevs this node claims in the pool to their slots.

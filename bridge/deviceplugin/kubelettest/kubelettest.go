@@ -7,6 +7,7 @@ package kubelettest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -146,6 +147,43 @@ func (k *Kubelet) Allocate(ctx context.Context, resource string, ids ...[]string
 		req.ContainerRequests = append(req.ContainerRequests, &pluginapi.ContainerAllocateRequest{DevicesIds: c})
 	}
 	return pluginapi.NewDevicePluginClient(conn).Allocate(ctx, req)
+}
+
+// ErrNotAdvertised is returned by PreferredAllocation for a plugin that
+// did not advertise GetPreferredAllocation when it registered.
+var ErrNotAdvertised = errors.New("the plugin does not offer GetPreferredAllocation")
+
+// PreferredAllocation calls the resource's GetPreferredAllocation for one
+// container request, as the kubelet does before Allocate, and only when
+// the plugin's latest registration advertised it.
+func (k *Kubelet) PreferredAllocation(ctx context.Context, resource string, available, mustInclude []string, size int) ([]string, error) {
+	k.mu.Lock()
+	conn := k.plugins[resource]
+	advertised := false
+	for _, r := range k.regs {
+		if r.ResourceName == resource {
+			advertised = r.Options.GetGetPreferredAllocationAvailable()
+		}
+	}
+	k.mu.Unlock()
+	if conn == nil {
+		return nil, fmt.Errorf("%s is not registered", resource)
+	}
+	if !advertised {
+		return nil, fmt.Errorf("%s: %w", resource, ErrNotAdvertised)
+	}
+	resp, err := pluginapi.NewDevicePluginClient(conn).GetPreferredAllocation(ctx, &pluginapi.PreferredAllocationRequest{
+		ContainerRequests: []*pluginapi.ContainerPreferredAllocationRequest{
+			{AvailableDeviceIDs: available, MustIncludeDeviceIDs: mustInclude, AllocationSize: int32(size)},
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.ContainerResponses) != 1 {
+		return nil, fmt.Errorf("%s: %d container responses to one request", resource, len(resp.ContainerResponses))
+	}
+	return resp.ContainerResponses[0].DeviceIDs, nil
 }
 
 // Restart stops the kubelet, deletes every socket in its directory (as a
