@@ -36,7 +36,11 @@ type Discoverer struct {
 	// Timeout bounds each plugin run (0: invoke.DefaultTimeout).
 	Timeout time.Duration
 	// Exec runs the plugins; nil means invoke.ProcessExec{}.
-	Exec   invoke.Exec
+	Exec invoke.Exec
+	// OnExec, if set, is told how long every run of a pool's plugin took:
+	// the INFO runs of discovery and the ADD and DEL runs of the
+	// Allocates that use the plugin, each with its command.
+	OnExec func(plugin, command string, took time.Duration)
 	Logger *slog.Logger
 
 	last map[string]Pool
@@ -71,7 +75,7 @@ func (d *Discoverer) discoverConf(ctx context.Context, c *invoke.Conf) []Pool {
 		d.log().Error("drop-in skipped", "dropIn", c.Path, "error", err)
 		return nil
 	}
-	p.Exec, p.Timeout, p.CDIVersion = d.Exec, d.Timeout, spec.Version010
+	p.Exec, p.Timeout, p.CDIVersion = d.exec(), d.Timeout, spec.Version010
 	info, err := p.Info(ctx)
 	if err != nil {
 		d.log().Error("INFO failed; keeping the devices last seen, unhealthy", "dropIn", c.Path, "error", err)

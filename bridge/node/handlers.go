@@ -30,7 +30,7 @@ func (n *Node) view(poolName string) (view, bool) {
 		return view{}, false
 	}
 	v := view{pool: p, devices: map[string]spec.DeviceInfo{}}
-	unhealthy := map[string]bool{}
+	unhealthy, numa := map[string]bool{}, map[string]int{}
 	for _, d := range p.Devices {
 		v.devices[d.ID] = d
 	}
@@ -42,9 +42,12 @@ func (n *Node) view(poolName string) (view, bool) {
 		if d, seen := v.devices[in.DeviceID]; !seen || !d.Healthy {
 			unhealthy[in.Name] = true
 		}
+		if nodes := v.numa(&in); len(nodes) > 0 {
+			numa[in.Name] = nodes[0]
+		}
 	}
 	sort.Slice(v.instances, func(i, j int) bool { return v.instances[i].Name < v.instances[j].Name })
-	v.rules = pool.Pool{Node: n.cfg.NodeName, Instances: v.instances, Unhealthy: unhealthy}
+	v.rules = pool.Pool{Node: n.cfg.NodeName, Instances: v.instances, Unhealthy: unhealthy, NUMA: numa}
 	return v, true
 }
 
@@ -98,19 +101,25 @@ func (h *ilHandler) Changes() (<-chan struct{}, func()) { return h.n.changes() }
 
 func (h *ilHandler) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
 	v, _ := h.n.view(h.pool)
+	res := h.n.resource(h.instance)
 	containers := make([][]Grant, len(req.ContainerRequests))
 	for i, c := range req.ContainerRequests {
 		for _, slot := range c.DevicesIds {
 			g, err := h.n.grant(v, instance.Claim{Instance: h.instance, Slot: slot, Value: instance.ILUsage(h.n.cfg.NodeName)}, "")
 			if err != nil {
+				h.n.reportAllocate(res, LevelInstance, ResultDenied)
 				return nil, err
 			}
 			containers[i] = append(containers[i], g)
 		}
 	}
-	return h.n.allocate(ctx, containers)
+	return h.n.allocate(ctx, res, LevelInstance, containers)
 }
 
+// PreferredAllocation has no preference to give: every slot of an
+// Instance-level plugin is a slot of the same device, on the same NUMA
+// node, so any choice the kubelet makes is as good as another. The
+// plugin does not advertise the call (see reconcilePlugins).
 func (h *ilHandler) PreferredAllocation(context.Context, *pluginapi.PreferredAllocationRequest) (*pluginapi.PreferredAllocationResponse, error) {
 	return nil, nil
 }
@@ -141,9 +150,21 @@ func (h *clHandler) Allocate(ctx context.Context, req *pluginapi.AllocateRequest
 	for i, c := range req.ContainerRequests {
 		requests[i] = c.DevicesIds
 	}
-	claims, err := v.rules.Allocate(requests)
+	res := h.n.resource(h.pool)
+	containers, err := h.grants(v, requests)
 	if err != nil {
 		h.n.log().Warn("Configuration-level allocation denied", "pool", h.pool, "request", requests, "error", err)
+		h.n.reportAllocate(res, LevelConfiguration, ResultDenied)
+		return nil, err
+	}
+	return h.n.allocate(ctx, res, LevelConfiguration, containers)
+}
+
+// grants maps the vdevs of each container request to Grants by the
+// pool's rules.
+func (h *clHandler) grants(v view, requests [][]string) ([][]Grant, error) {
+	claims, err := v.rules.Allocate(requests)
+	if err != nil {
 		return nil, err
 	}
 	containers := make([][]Grant, len(claims))
@@ -156,21 +177,33 @@ func (h *clHandler) Allocate(ctx context.Context, req *pluginapi.AllocateRequest
 			containers[i] = append(containers[i], g)
 		}
 	}
-	return h.n.allocate(ctx, containers)
+	return containers, nil
 }
 
-func (h *clHandler) PreferredAllocation(context.Context, *pluginapi.PreferredAllocationRequest) (*pluginapi.PreferredAllocationResponse, error) {
-	return nil, nil
+// PreferredAllocation steers the kubelet, per container request, to vdevs
+// of distinct instances (pool.Prefer), so that it does not pick two that
+// Allocate must deny for sharing a device.
+func (h *clHandler) PreferredAllocation(_ context.Context, req *pluginapi.PreferredAllocationRequest) (*pluginapi.PreferredAllocationResponse, error) {
+	v, _ := h.n.view(h.pool)
+	resp := &pluginapi.PreferredAllocationResponse{}
+	for _, c := range req.ContainerRequests {
+		ids := v.rules.Prefer(c.AvailableDeviceIDs, c.MustIncludeDeviceIDs, int(c.AllocationSize))
+		resp.ContainerResponses = append(resp.ContainerResponses, &pluginapi.ContainerPreferredAllocationResponse{DeviceIDs: ids})
+	}
+	return resp, nil
 }
 
-// allocate runs the Allocator. A success reaches the streams through the
+// allocate runs the Allocator and reports the outcome. A success reaches the streams through the
 // store's change feed; a failure also re-reads the store and pushes fresh
 // lists at once, so that the kubelet stops offering what just failed.
-func (n *Node) allocate(ctx context.Context, containers [][]Grant) (*pluginapi.AllocateResponse, error) {
+func (n *Node) allocate(ctx context.Context, resource, level string, containers [][]Grant) (*pluginapi.AllocateResponse, error) {
 	resp, err := n.alloc.Allocate(ctx, containers)
 	if err != nil {
-		n.log().Warn("Allocate failed; nothing kept", "error", err)
+		n.log().Warn("Allocate failed; nothing kept", "resource", resource, "error", err)
+		n.reportAllocate(resource, level, ResultFailed)
 		n.refresh(ctx)
+		return nil, err
 	}
-	return resp, err
+	n.reportAllocate(resource, level, ResultOK)
+	return resp, nil
 }

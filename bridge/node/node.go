@@ -32,7 +32,22 @@ type Config struct {
 	Logger      *slog.Logger
 	// OnRegister, if set, is told of every registration attempt.
 	OnRegister func(resource string, err error)
+	// OnAllocate, if set, is told of every Allocate call's outcome: the
+	// resource, its level (LevelInstance, LevelConfiguration) and the
+	// result (ResultOK, ResultDenied, ResultFailed).
+	OnAllocate func(resource, level, result string)
 }
+
+// Levels and results OnAllocate reports.
+const (
+	LevelInstance      = "instance"
+	LevelConfiguration = "configuration"
+	// ResultDenied is a call refused before anything was claimed: an
+	// unknown id, or no distinct devices for a Configuration-level request.
+	ResultOK, ResultDenied = "ok", "denied"
+	// ResultFailed is a call whose claim or ADD failed and was undone.
+	ResultFailed = "failed"
+)
 
 // Node runs the bridge on one node.
 type Node struct {
@@ -126,6 +141,16 @@ func (n *Node) changes() (<-chan struct{}, func()) {
 	n.subs[ch] = true
 	n.mu.Unlock()
 	return ch, func() { n.mu.Lock(); delete(n.subs, ch); n.mu.Unlock() }
+}
+
+// resource is the extended resource of a pool or an instance.
+func (n *Node) resource(name string) string { return n.cfg.Domain + "/" + name }
+
+// reportAllocate tells OnAllocate of one call.
+func (n *Node) reportAllocate(resource, level, result string) {
+	if n.cfg.OnAllocate != nil {
+		n.cfg.OnAllocate(resource, level, result)
+	}
 }
 
 func (n *Node) log() *slog.Logger {

@@ -3,9 +3,12 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,8 +24,9 @@ import (
 const wait = 10 * time.Second
 
 // startNode runs a Node for n1 over generic-tty serving tty41-tty44 with
-// capacity 2, a local store and a kubelet-side fake over real sockets.
-func startNode(t *testing.T) *kubelettest.Kubelet {
+// capacity 2, a local store and a kubelet-side fake over real sockets;
+// opts may change the Config.
+func startNode(t *testing.T, opts ...func(*Config)) *kubelettest.Kubelet {
 	root := exectest.FixtureRoot(t)
 	confDir := t.TempDir()
 	conf, _ := json.Marshal(map[string]any{"cdiVersion": "0.1.0", "name": "t", "type": "tty", "plugin": "generic-tty",
@@ -47,6 +51,9 @@ func startNode(t *testing.T) *kubelettest.Kubelet {
 		Store:       local.New(filepath.Join(t.TempDir(), "instances.json")),
 		Discoverer:  &discovery.Discoverer{ConfDir: confDir, PluginDirs: []string{pluginDir}},
 		KubeletPoll: 50 * time.Millisecond})
+	for _, o := range opts {
+		o(&n.cfg)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = n.Run(ctx); close(done) }()
@@ -102,5 +109,98 @@ func TestNodeInstanceAndConfigurationLevel(t *testing.T) {
 	waitList(t, k, cl, "0,1,2,3,4,5,6")
 	if _, err := k.Allocate(context.Background(), cl, []string{"3", "4", "5", "6", "7"}); err == nil {
 		t.Error("a container request for five distinct terminals out of four was granted")
+	}
+}
+
+// The kubelet asks the Configuration-level plugin for a preference over
+// real gRPC; the answer keeps to distinct terminals, so the Allocate that
+// follows is granted where the kubelet's own pick could be denied.
+func TestNodePreferredAllocation(t *testing.T) {
+	k := startNode(t)
+	const cl = "cdi.test/tty-generic"
+	name := instance.Name("tty-generic", "tty41", "n1", false)
+	il := "cdi.test/" + name
+	waitList(t, k, cl, "0,1,2,3")
+	waitList(t, k, il, name+"-0,"+name+"-1")
+	ctx := context.Background()
+	// One slot of each terminal, then vdev 4 on the same terminal as 0:
+	// every terminal takes one slot before any takes a second.
+	if _, err := k.Allocate(ctx, cl, []string{"0"}, []string{"1"}, []string{"2"}, []string{"3"}); err != nil {
+		t.Fatal(err)
+	}
+	waitList(t, k, cl, "0,1,2,3,4,5,6,7")
+	if _, err := k.Allocate(ctx, cl, []string{"4"}); err != nil {
+		t.Fatal(err)
+	}
+	waitList(t, k, cl, "0,1,2,3,4,5,6,7")
+	all := []string{"0", "1", "2", "3", "4", "5", "6", "7"}
+
+	got, err := k.PreferredAllocation(ctx, cl, all, []string{"4"}, 3)
+	if err != nil || strings.Join(got, ",") != "4,1,2" {
+		t.Fatalf("PreferredAllocation = %v, %v; want 4,1,2 (0 shares 4's terminal)", got, err)
+	}
+	resp, err := k.Allocate(ctx, cl, got)
+	if err != nil {
+		t.Fatalf("Allocate of the preference %v: %v", got, err)
+	}
+	if paths := hostPaths(resp.ContainerResponses[0]); len(paths) != 3 {
+		t.Errorf("the preference %v got terminals %v, want three distinct", got, paths)
+	}
+	if _, err := k.Allocate(ctx, cl, []string{"4", "0"}); err == nil {
+		t.Error("vdevs 4 and 0, one terminal, were granted to one container")
+	}
+	if _, err := k.PreferredAllocation(ctx, il, []string{"x"}, nil, 1); !errors.Is(err, kubelettest.ErrNotAdvertised) {
+		t.Errorf("Instance-level PreferredAllocation = %v, want ErrNotAdvertised", err)
+	}
+}
+
+func hostPaths(c *pluginapi.ContainerAllocateResponse) map[string]bool {
+	out := map[string]bool{}
+	for _, d := range c.Devices {
+		out[d.HostPath] = true
+	}
+	return out
+}
+
+// Every Allocate call's outcome reaches OnAllocate: granted, denied by
+// the rules before any claim, and failed at the claim (an Instance-level
+// request for the slot the Configuration-level plugin just took).
+func TestNodeReportsAllocations(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	k := startNode(t, func(c *Config) {
+		c.OnAllocate = func(resource, level, result string) {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, resource+" "+level+" "+result)
+		}
+	})
+	const cl = "cdi.test/tty-generic"
+	waitList(t, k, cl, "0,1,2,3")
+	ctx := context.Background()
+	resp, err := k.Allocate(ctx, cl, []string{"0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var slot string
+	for key := range resp.ContainerResponses[0].Annotations {
+		if s, ok := strings.CutPrefix(key, SlotAnnotation("cdi.test", "")); ok {
+			slot = s
+		}
+	}
+	name := strings.TrimSuffix(slot, "-0")
+	il := "cdi.test/" + name
+	waitList(t, k, il, name+"-0!,"+name+"-1")
+	if _, err := k.Allocate(ctx, cl, []string{"1", "2", "3", "4", "5"}); err == nil {
+		t.Error("five distinct terminals out of four were granted")
+	}
+	if _, err := k.Allocate(ctx, il, []string{slot}); err == nil {
+		t.Errorf("the Instance-level plugin granted %s, which the Configuration-level one holds", slot)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{cl + " configuration ok", cl + " configuration denied", il + " instance failed"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("OnAllocate heard %q, want %q", got, want)
 	}
 }

@@ -56,9 +56,9 @@ func (n *Node) reconcilePlugins(ctx context.Context) {
 	want := map[string]deviceplugin.Handler{}
 	n.mu.Lock()
 	for _, p := range n.pools {
-		want[n.cfg.Domain+"/"+p.Name] = &clHandler{n: n, pool: p.Name}
+		want[n.resource(p.Name)] = &clHandler{n: n, pool: p.Name}
 		for _, in := range n.seen(p) {
-			want[n.cfg.Domain+"/"+in.Name] = &ilHandler{n: n, instance: in.Name, pool: p.Name}
+			want[n.resource(in.Name)] = &ilHandler{n: n, instance: in.Name, pool: p.Name}
 		}
 	}
 	var stop []string
@@ -87,6 +87,9 @@ func (n *Node) reconcilePlugins(ctx context.Context) {
 	n.mu.Unlock()
 }
 
+// isCL says whether h is a Configuration-level handler, the only kind
+// that advertises GetPreferredAllocation: an Instance-level plugin's slots
+// are all one device, so it has no preference to give.
 func isCL(h deviceplugin.Handler) bool {
 	_, ok := h.(*clHandler)
 	return ok

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/cdiexec/cdi/bridge/deviceplugin/kubelettest"
@@ -22,46 +29,190 @@ func TestMain(m *testing.M) {
 	exectest.MainDir(m, &binDir, ".", "github.com/cdiexec/cdi/plugins/generic-tty")
 }
 
-// TestBinary runs the built cdi-bridge as a process against the
-// kubelet-side fake and the real generic-tty plugin: it must register
-// its resources, and on SIGTERM withdraw them and exit 0.
-func TestBinary(t *testing.T) {
-	bin := binDir
-	root := exectest.FixtureRoot(t)
+const (
+	pool = "cdi.test/tty-generic"
+	wait = 20 * time.Second
+)
+
+// bridge is a cdi-bridge process over the real generic-tty plugin (two
+// terminals) and the kubelet-side fake.
+type bridge struct {
+	cmd     *exec.Cmd
+	kubelet *kubelettest.Kubelet
+	dpDir   string
+	// addr is the address --metrics-address bound, read from the log.
+	addr chan string
+}
+
+func startBridge(t *testing.T) *bridge {
 	confDir := t.TempDir()
 	conf, _ := json.Marshal(map[string]any{"cdiVersion": "0.1.0", "name": "t", "type": "tty", "plugin": "generic-tty",
-		"args": map[string]any{"root": root, "stateDir": t.TempDir(), "num_system_reserved": 42}})
+		"args": map[string]any{"root": exectest.FixtureRoot(t), "stateDir": t.TempDir(), "num_system_reserved": 42}})
 	_ = os.MkdirAll(filepath.Join(confDir, "tty.d"), 0o755)
 	if err := os.WriteFile(filepath.Join(confDir, "tty.d", "generic.conf"), conf, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	dpDir, _ := os.MkdirTemp("", "br")
-	defer os.RemoveAll(dpDir)
+	t.Cleanup(func() { os.RemoveAll(dpDir) })
 	k, err := kubelettest.Start(dpDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer k.Stop()
-	cmd := exec.Command(filepath.Join(bin, "cdi-bridge"), "--conf-dir", confDir, "--plugin-path", bin, "--node-name", "n1",
-		"--device-plugin-dir", dpDir, "--domain", "cdi.test", "--local-store", filepath.Join(t.TempDir(), "i.json"), "--health-address", "127.0.0.1:0")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
+	t.Cleanup(k.Stop)
+	b := &bridge{kubelet: k, dpDir: dpDir, addr: make(chan string, 1)}
+	b.cmd = exec.Command(filepath.Join(binDir, "cdi-bridge"), "--conf-dir", confDir, "--plugin-path", binDir, "--node-name", "n1",
+		"--device-plugin-dir", dpDir, "--domain", "cdi.test", "--local-store", filepath.Join(t.TempDir(), "i.json"),
+		"--metrics-address", "127.0.0.1:0")
+	b.cmd.Stderr = &logWatcher{addr: b.addr}
+	if err := b.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer cmd.Process.Kill()
-	if _, err := k.WaitFor("cdi.test/tty-generic", 20*time.Second, func(n int, d []*pluginapi.Device) bool { return len(d) == 2 }); err != nil {
+	t.Cleanup(func() { _ = b.cmd.Process.Kill() })
+	if _, err := k.WaitFor(pool, wait, func(_ int, d []*pluginapi.Device) bool { return len(d) == 2 }); err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	return b
+}
+
+// logWatcher copies the bridge's JSON log to our stderr and sends the
+// address of the metrics listener once the log names it.
+type logWatcher struct {
+	addr    chan<- string
+	pending []byte
+}
+
+func (w *logWatcher) Write(p []byte) (int, error) {
+	os.Stderr.Write(p)
+	w.pending = append(w.pending, p...)
+	for {
+		line, rest, ok := bytes.Cut(w.pending, []byte("\n"))
+		if !ok {
+			return len(p), nil
+		}
+		w.pending = rest
+		var rec struct{ Msg, Address string }
+		if json.Unmarshal(line, &rec) == nil && rec.Msg == "serving metrics and health" {
+			w.addr <- rec.Address
+		}
+	}
+}
+
+// TestBinary runs the built cdi-bridge as a process: it must register
+// its resources, and on SIGTERM withdraw them and exit 0.
+func TestBinary(t *testing.T) {
+	b := startBridge(t)
+	if err := b.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := k.WaitFor("cdi.test/tty-generic", 20*time.Second, func(n int, d []*pluginapi.Device) bool { return d != nil && len(d) == 0 }); err != nil {
+	if _, err := b.kubelet.WaitFor(pool, wait, func(n int, d []*pluginapi.Device) bool { return d != nil && len(d) == 0 }); err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Wait(); err != nil {
+	if err := b.cmd.Wait(); err != nil {
 		t.Fatalf("cdi-bridge exited with %v", err)
 	}
-	if socks, _ := filepath.Glob(filepath.Join(dpDir, "cdi.test_*.sock")); len(socks) != 0 {
+	if socks, _ := filepath.Glob(filepath.Join(b.dpDir, "cdi.test_*.sock")); len(socks) != 0 {
 		t.Errorf("sockets left behind: %v", socks)
 	}
+}
+
+// TestMetrics scrapes /metrics over HTTP before and after a granted and a
+// denied Configuration-level Allocate through the kubelet fake: the
+// counters and the ADD latency histogram must have moved by exactly those.
+func TestMetrics(t *testing.T) {
+	b := startBridge(t)
+	var addr string
+	select {
+	case addr = <-b.addr:
+	case <-time.After(wait):
+		t.Fatal("the bridge never logged its metrics address")
+	}
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if resp, err := http.Get("http://" + addr + path); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s = %v, %v", path, resp, err)
+		}
+	}
+	allocated := series{"cdi_bridge_allocations_total", map[string]string{"resource": pool, "level": "configuration", "result": "ok"}}
+	denied := series{"cdi_bridge_allocations_total", map[string]string{"resource": pool, "level": "configuration", "result": "denied"}}
+	adds := series{"cdi_bridge_plugin_exec_duration_seconds", map[string]string{"plugin": "generic-tty", "command": "ADD"}}
+	infos := series{"cdi_bridge_plugin_exec_duration_seconds", map[string]string{"plugin": "generic-tty", "command": "INFO"}}
+	registered := series{"cdi_bridge_registrations_total", map[string]string{"resource": pool, "result": "ok"}}
+
+	before := scrape(t, addr)
+	if _, err := b.kubelet.Allocate(context.Background(), pool, []string{"0"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.kubelet.Allocate(context.Background(), pool, []string{"1", "2", "3"}); err == nil {
+		t.Fatal("three distinct terminals out of two were granted")
+	}
+	after := scrape(t, addr)
+	for _, c := range []struct {
+		s     series
+		delta float64
+	}{{allocated, 1}, {denied, 1}, {adds, 1}} {
+		if d := c.s.value(after) - c.s.value(before); d != c.delta {
+			t.Errorf("%s moved by %v, want %v", c.s, d, c.delta)
+		}
+	}
+	if infos.value(after) < 1 || registered.value(after) < 1 {
+		t.Errorf("INFO runs %v, registrations %v; want at least one each", infos.value(after), registered.value(after))
+	}
+	for _, name := range []string{"go_goroutines", "process_start_time_seconds"} {
+		if after[name] == nil {
+			t.Errorf("no %s: the Go and process collectors are missing", name)
+		}
+	}
+}
+
+func scrape(t *testing.T, addr string) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parsing /metrics: %v", err)
+	}
+	return fams
+}
+
+// series is one metric with its labels.
+type series struct {
+	name   string
+	labels map[string]string
+}
+
+// value is a counter's value or a histogram's sample count; 0 when absent.
+func (s series) String() string { return fmt.Sprintf("%s%v", s.name, s.labels) }
+
+func (s series) value(fams map[string]*dto.MetricFamily) float64 {
+	fam := fams[s.name]
+	if fam == nil {
+		return 0
+	}
+	for _, m := range fam.Metric {
+		if !s.matches(m) {
+			continue
+		}
+		if h := m.GetHistogram(); h != nil {
+			return float64(h.GetSampleCount())
+		}
+		return m.GetCounter().GetValue()
+	}
+	return 0
+}
+
+func (s series) matches(m *dto.Metric) bool {
+	n := 0
+	for _, l := range m.Label {
+		if v, ok := s.labels[l.GetName()]; ok {
+			if v != l.GetValue() {
+				return false
+			}
+			n++
+		}
+	}
+	return n == len(s.labels)
 }

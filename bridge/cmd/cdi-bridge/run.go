@@ -14,13 +14,14 @@ import (
 
 	"github.com/cdiexec/cdi/bridge/discovery"
 	"github.com/cdiexec/cdi/bridge/instance/local"
+	"github.com/cdiexec/cdi/bridge/metrics"
 	"github.com/cdiexec/cdi/bridge/node"
 	"github.com/cdiexec/cdi/spec/invoke"
 )
 
 type options struct {
-	confDir, pluginPath, nodeName, dpDir, domain, store, statePath, healthAddr, logLevel string
-	execTimeout, discoveryPeriod                                                         time.Duration
+	confDir, pluginPath, nodeName, dpDir, domain, store, statePath, metricsAddr, logLevel string
+	execTimeout, discoveryPeriod                                                          time.Duration
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -37,7 +38,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.domain, "domain", "cdi.local", "resource domain: resources are <domain>/<pool> and <domain>/<instance>")
 	fs.StringVar(&o.store, "store", "local", "instance store: local (a file on this node)")
 	fs.StringVar(&o.statePath, "local-store", "/var/lib/cdi/bridge/instances.json", "the local store's file")
-	fs.StringVar(&o.healthAddr, "health-address", ":8089", "address serving /healthz and /readyz; empty turns it off")
+	fs.StringVar(&o.metricsAddr, "metrics-address", ":8089", "address serving /metrics, /healthz and /readyz; empty turns it off")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&o.execTimeout, "exec-timeout", 30*time.Second, "bound on each plugin run, ADD included (the kubelet gives Allocate none)")
 	fs.DurationVar(&o.discoveryPeriod, "discovery-period", time.Minute, "how often INFO runs (drop-in changes are noticed within a second)")
@@ -67,14 +68,16 @@ func run(ctx context.Context, args []string) error {
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	log.Info("starting", "node", o.nodeName, "store", o.store, "file", o.statePath, "confDir", o.confDir, "domain", o.domain)
+	m := metrics.New()
 	n := node.New(node.Config{
 		NodeName: o.nodeName, Domain: o.domain, DevicePluginDir: o.dpDir, ExecTimeout: o.execTimeout,
-		Store:           local.New(filepath.Clean(o.statePath)),
-		Discoverer:      &discovery.Discoverer{ConfDir: o.confDir, PluginDirs: invoke.SplitPath(o.pluginPath), Timeout: o.execTimeout, Logger: log},
-		DiscoveryPeriod: o.discoveryPeriod, Logger: log,
+		Store: local.New(filepath.Clean(o.statePath)),
+		Discoverer: &discovery.Discoverer{ConfDir: o.confDir, PluginDirs: invoke.SplitPath(o.pluginPath), Timeout: o.execTimeout,
+			OnExec: m.Exec, Logger: log},
+		DiscoveryPeriod: o.discoveryPeriod, Logger: log, OnAllocate: m.Allocation, OnRegister: m.Registration,
 	})
-	if o.healthAddr != "" {
-		if err := serveHealth(ctx, o.healthAddr, n, log); err != nil {
+	if o.metricsAddr != "" {
+		if err := serveHTTP(ctx, o.metricsAddr, n, m, log); err != nil {
 			return err
 		}
 	}
@@ -83,14 +86,15 @@ func run(ctx context.Context, args []string) error {
 	return err
 }
 
-// serveHealth answers /healthz while the process runs and /readyz once
-// the first discovery is published.
-func serveHealth(ctx context.Context, addr string, n *node.Node, log *slog.Logger) error {
+// serveHTTP serves, on one listener, /metrics, /healthz (while the
+// process runs) and /readyz (once the first discovery is published).
+func serveHTTP(ctx context.Context, addr string, n *node.Node, m *metrics.Metrics, log *slog.Logger) error {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("--health-address: %w", err)
+		return fmt.Errorf("--metrics-address: %w", err)
 	}
 	mux := http.NewServeMux()
+	mux.Handle("/metrics", m.Handler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !n.Ready() {
@@ -102,6 +106,6 @@ func serveHealth(ctx context.Context, addr string, n *node.Node, log *slog.Logge
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(lis) }()
 	go func() { <-ctx.Done(); _ = srv.Close() }()
-	log.Info("health endpoints", "address", lis.Addr().String())
+	log.Info("serving metrics and health", "address", lis.Addr().String())
 	return nil
 }

@@ -1,0 +1,49 @@
+package discovery
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/cdiexec/cdi/skel"
+	"github.com/cdiexec/cdi/spec/invoke"
+)
+
+// exec is the Exec the pools' plugins run with: d.Exec, timed when
+// OnExec is set. Timing each exec rather than each call counts the VERSION
+// runs a call may start with on their own.
+func (d *Discoverer) exec() invoke.Exec {
+	ex := d.Exec
+	if ex == nil {
+		ex = invoke.ProcessExec{}
+	}
+	if d.OnExec == nil {
+		return ex
+	}
+	return timedExec{inner: ex, observe: d.OnExec}
+}
+
+// timedExec tells observe how long every plugin run took.
+type timedExec struct {
+	inner   invoke.Exec
+	observe func(plugin, command string, took time.Duration)
+}
+
+func (e timedExec) ExecPlugin(ctx context.Context, path string, stdin []byte, env []string) (*invoke.Output, error) {
+	start := time.Now()
+	out, err := e.inner.ExecPlugin(ctx, path, stdin, env)
+	e.observe(filepath.Base(path), command(env), time.Since(start))
+	return out, err
+}
+
+// command is the CDI_COMMAND of a plugin run's environment, upper-cased
+// as the plugins match it; "" when there is none.
+func command(env []string) string {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, skel.EnvCommand+"="); ok {
+			return strings.ToUpper(v)
+		}
+	}
+	return ""
+}

@@ -1,0 +1,74 @@
+package metrics
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+const namespace = "cdi_bridge"
+
+// execBuckets are the plugin run latency buckets, in seconds: a plugin
+// answers INFO in milliseconds, and ADD is bounded by the exec timeout
+// (30 s by default).
+func execBuckets() []float64 {
+	return []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+}
+
+// Metrics is the bridge's collectors and the registry they are on.
+type Metrics struct {
+	Registry      *prometheus.Registry
+	allocations   *prometheus.CounterVec
+	exec          *prometheus.HistogramVec
+	registrations *prometheus.CounterVec
+}
+
+// New returns the collectors registered on a fresh registry.
+func New() *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		allocations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "allocations_total",
+			Help: "Allocate calls by resource, level (instance, configuration) and result (ok, denied, failed).",
+		}, []string{"resource", "level", "result"}),
+		exec: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "plugin_exec_duration_seconds",
+			Help:    "Time each plugin run took, by plugin binary and command.",
+			Buckets: execBuckets(),
+		}, []string{"plugin", "command"}),
+		registrations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "registrations_total",
+			Help: "Device plugin registrations with the kubelet, by resource and result (ok, failed).",
+		}, []string{"resource", "result"}),
+	}
+	m.Registry.MustRegister(m.allocations, m.exec, m.registrations,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Allocation counts one Allocate call.
+func (m *Metrics) Allocation(resource, level, result string) {
+	m.allocations.WithLabelValues(resource, level, result).Inc()
+}
+
+// Exec records one plugin run.
+func (m *Metrics) Exec(plugin, command string, took time.Duration) {
+	m.exec.WithLabelValues(plugin, command).Observe(took.Seconds())
+}
+
+// Registration counts one registration attempt; err is its outcome.
+func (m *Metrics) Registration(resource string, err error) {
+	result := "ok"
+	if err != nil {
+		result = "failed"
+	}
+	m.registrations.WithLabelValues(resource, result).Inc()
+}
+
+// Handler serves the registry in the Prometheus exposition formats.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
+}

@@ -1,0 +1,95 @@
+package metrics
+
+import (
+	"errors"
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func TestCounters(t *testing.T) {
+	m := New()
+	m.Allocation("cdi.test/tty", "configuration", "ok")
+	m.Allocation("cdi.test/tty", "configuration", "ok")
+	m.Allocation("cdi.test/tty", "configuration", "denied")
+	m.Registration("cdi.test/tty", nil)
+	m.Registration("cdi.test/tty", errors.New("kubelet away"))
+	tests := []struct {
+		name string
+		got  float64
+		want float64
+	}{
+		{"ok", testutil.ToFloat64(m.allocations.WithLabelValues("cdi.test/tty", "configuration", "ok")), 2},
+		{"denied", testutil.ToFloat64(m.allocations.WithLabelValues("cdi.test/tty", "configuration", "denied")), 1},
+		{"failed", testutil.ToFloat64(m.allocations.WithLabelValues("cdi.test/tty", "configuration", "failed")), 0},
+		{"registered", testutil.ToFloat64(m.registrations.WithLabelValues("cdi.test/tty", "ok")), 1},
+		{"registration failed", testutil.ToFloat64(m.registrations.WithLabelValues("cdi.test/tty", "failed")), 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.got != tt.want {
+				t.Errorf("%s = %v, want %v", tt.name, tt.got, tt.want)
+			}
+		})
+	}
+}
+
+// Each Metrics has its own registry: two of them share no counts.
+func TestRegistriesAreSeparate(t *testing.T) {
+	a, b := New(), New()
+	a.Allocation("r", "instance", "ok")
+	if n, err := testutil.GatherAndCount(b.Registry, "cdi_bridge_allocations_total"); err != nil || n != 0 {
+		t.Errorf("the second registry holds %d allocation series (%v), want 0", n, err)
+	}
+}
+
+func TestExecHistogram(t *testing.T) {
+	m := New()
+	m.Exec("generic-tty", "ADD", 3*time.Millisecond)
+	m.Exec("generic-tty", "ADD", 20*time.Second)
+	want := `
+# HELP cdi_bridge_plugin_exec_duration_seconds Time each plugin run took, by plugin binary and command.
+# TYPE cdi_bridge_plugin_exec_duration_seconds histogram
+cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",le="0.001"} 0
+cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",le="0.0025"} 0
+cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",le="0.005"} 1
+cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",le="0.01"} 1
+cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",le="0.025"} 1
+cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",le="0.05"} 1
+cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",le="0.1"} 1
+cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",le="0.25"} 1
+cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",le="0.5"} 1
+cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",le="1"} 1
+cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",le="2.5"} 1
+cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",le="5"} 1
+cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",le="10"} 1
+cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",le="30"} 2
+cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",le="+Inf"} 2
+cdi_bridge_plugin_exec_duration_seconds_sum{command="ADD",plugin="generic-tty"} 20.003
+cdi_bridge_plugin_exec_duration_seconds_count{command="ADD",plugin="generic-tty"} 2
+`
+	if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(want), "cdi_bridge_plugin_exec_duration_seconds"); err != nil {
+		t.Error(err)
+	}
+}
+
+// The handler serves the bridge's metrics and the Go and process ones.
+func TestHandler(t *testing.T) {
+	m := New()
+	m.Allocation("cdi.test/tty", "instance", "failed")
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body, _ := io.ReadAll(rec.Body)
+	for _, want := range []string{
+		`cdi_bridge_allocations_total{level="instance",resource="cdi.test/tty",result="failed"} 1`,
+		"go_goroutines ", "process_start_time_seconds ",
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, body)
+		}
+	}
+}
