@@ -17,7 +17,7 @@ all: build
 help:
 	@echo "make build     plugins and tools into bin/ ($(PLUGINS) $(TOOLS))"
 	@echo "make install   plugins to DESTDIR$(PLUGINDIR), drop-ins to DESTDIR$(CONFDIR), tools to DESTDIR$(PREFIX)/bin"
-	@echo "make test      vet, then every test with the race detector"
+	@echo "make test      vet, then every test with the race detector (main module, then $(E2E))"
 	@echo "make lint      gofmt and go vet"
 	@echo "make bench     benchmarks, printed as ratios against floors measured in the same run"
 	@echo "make demo      build, install into a temporary prefix and walk through the protocol"
@@ -39,13 +39,21 @@ install: build
 		else install -D -m 0644 "$$f" "$$dst" && echo "installed $$dst"; fi; \
 	done
 
+# bridge/e2e is a module of its own (it needs k8s.io/kubernetes): the
+# kubelet's device manager driving the real cdi-bridge. Its first build
+# downloads and compiles much of Kubernetes.
+E2E := bridge/e2e
+
 test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
+	cd $(E2E) && $(GO) vet ./...
+	cd $(E2E) && $(GO) test -race -count=1 ./...
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	cd $(E2E) && $(GO) vet ./...
 
 # Each part prints its table; ratios are against floors measured in the
 # same run. The bridge's benchmarks will join here.
