@@ -1,0 +1,287 @@
+package apitest
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+)
+
+// AdminUser is the identity of Env.Config, in system:masters.
+const AdminUser = "admin"
+
+// DefaultTimeout bounds the wait for etcd and the apiserver to become
+// ready. The apiserver takes about 20 seconds on two busy cores.
+const DefaultTimeout = 3 * time.Minute
+
+// ErrUnknownUser is returned by ConfigFor for a name Options.Users lacks.
+var ErrUnknownUser = errors.New("no such test user")
+
+// User is an identity with a token of its own.
+type User struct {
+	Name   string
+	Groups []string
+}
+
+// Options say how to run the server. The zero value runs one with only
+// the admin.
+type Options struct {
+	// Users are identities besides the admin. RBAC gives them nothing
+	// until a test binds them a role.
+	Users []User
+	// Dir holds etcd's data, the credentials and the logs. When empty, a
+	// new temporary directory.
+	Dir string
+	// Etcd is the etcd program; etcd on the PATH when empty.
+	Etcd string
+	// APIServer is a kube-apiserver program to use instead of building
+	// one; the KUBE_APISERVER environment variable when empty.
+	APIServer string
+	// Timeout bounds the start once the binaries are there;
+	// DefaultTimeout when zero.
+	Timeout time.Duration
+}
+
+// Env is a running etcd and kube-apiserver.
+type Env struct {
+	// Config is the admin's client configuration.
+	Config *rest.Config
+	// Dir is Options.Dir or the directory Run made. Run's caller removes
+	// it once the logs in it are of no more use; Start does that itself
+	// when the test passed.
+	Dir string
+	// Logs of the build (if there was one), etcd and the apiserver.
+	BuildLog, EtcdLog, APIServerLog string
+	// Built is how long building the kube-apiserver took, zero when a
+	// cached one was used; Ready how long etcd and the apiserver took from
+	// their start to ready.
+	Built, Ready time.Duration
+
+	host   string
+	caPEM  []byte
+	tokens map[string]string
+
+	etcd, apiserver *process
+	stopOnce        sync.Once
+	stopErr         error
+}
+
+// Start runs a server for the test and stops it when the test ends. When
+// etcd or the Go toolchain is missing, it fails the test if the CI
+// environment variable is set, and skips it otherwise. Logs are kept, and
+// their paths printed, when the test fails.
+func Start(tb testing.TB, opts Options) *Env {
+	tb.Helper()
+	ctx := context.Background()
+	if d, ok := tb.(interface{ Deadline() (time.Time, bool) }); ok {
+		if deadline, ok := d.Deadline(); ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, deadline)
+			defer cancel()
+		}
+	}
+	env, err := Run(ctx, opts)
+	switch {
+	case errors.Is(err, ErrUnavailable) && MustRun():
+		tb.Fatalf("%v (the CI environment variable is set, so this is not skipped)", err)
+	case errors.Is(err, ErrUnavailable):
+		tb.Skipf("skipping: %v", err)
+	case err != nil:
+		tb.Fatal(err)
+	}
+	if env.Built > 0 {
+		tb.Logf("built kube-apiserver in %v", env.Built.Round(time.Second))
+	}
+	tb.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			tb.Error(err)
+		}
+		if tb.Failed() {
+			tb.Logf("test API server logs kept: %s %s", env.EtcdLog, env.APIServerLog)
+			return
+		}
+		os.RemoveAll(env.Dir)
+	})
+	return env
+}
+
+// MustRun reports whether a missing program must fail the tests rather
+// than skip them: when the CI environment variable is set.
+func MustRun() bool { return os.Getenv("CI") != "" }
+
+// Run starts etcd and a kube-apiserver and returns once the apiserver is
+// ready; ctx bounds the build and the start. The caller calls Stop. When
+// Run fails, it has stopped whatever it started; the error names the log
+// to read.
+func Run(ctx context.Context, opts Options) (_ *Env, err error) {
+	etcd, err := lookEtcd(opts.Etcd)
+	if err != nil {
+		return nil, err
+	}
+	env := &Env{Dir: opts.Dir}
+	if env.Dir == "" {
+		if env.Dir, err = os.MkdirTemp("", "apitest-"); err != nil {
+			return nil, err
+		}
+	}
+	env.BuildLog = filepath.Join(env.Dir, "build.log")
+	env.EtcdLog = filepath.Join(env.Dir, "etcd.log")
+	env.APIServerLog = filepath.Join(env.Dir, "kube-apiserver.log")
+	apiserver, err := env.apiserverProgram(ctx, opts.APIServer)
+	if errors.Is(err, ErrUnavailable) && opts.Dir == "" {
+		os.RemoveAll(env.Dir) // nothing in it worth keeping
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			env.Stop()
+		}
+	}()
+	timeout := opts.Timeout
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	start := time.Now()
+	if err := env.start(ctx, etcd, apiserver, opts.Users); err != nil {
+		return nil, err
+	}
+	env.Ready = time.Since(start)
+	env.Config = env.config(env.tokens[AdminUser])
+	return env, nil
+}
+
+// apiserverProgram is the kube-apiserver to run: given, or built.
+func (e *Env) apiserverProgram(ctx context.Context, given string) (string, error) {
+	if given == "" {
+		given = os.Getenv("KUBE_APISERVER")
+	}
+	if given != "" {
+		return given, nil
+	}
+	bin, built, err := apiserverBinary(ctx, e.BuildLog)
+	e.Built = built
+	return bin, err
+}
+
+// start writes the credentials and starts etcd, then the apiserver.
+func (e *Env) start(ctx context.Context, etcd, apiserver string, users []User) error {
+	ports, err := freePorts(3)
+	if err != nil {
+		return err
+	}
+	etcdURL := "http://127.0.0.1:" + strconv.Itoa(ports[0])
+	peerURL := "http://127.0.0.1:" + strconv.Itoa(ports[1])
+	e.host = "https://127.0.0.1:" + strconv.Itoa(ports[2])
+	creds, err := writeCredentials(e.Dir)
+	if err != nil {
+		return err
+	}
+	e.caPEM = creds.caPEM
+	tokenFile, err := e.writeTokens(users)
+	if err != nil {
+		return err
+	}
+	e.etcd, err = startProcess("etcd", e.EtcdLog, []string{etcd,
+		"--name=apitest", "--data-dir=" + filepath.Join(e.Dir, "etcd"),
+		"--listen-client-urls=" + etcdURL, "--advertise-client-urls=" + etcdURL,
+		"--listen-peer-urls=" + peerURL, "--initial-advertise-peer-urls=" + peerURL,
+		"--initial-cluster=apitest=" + peerURL,
+	})
+	if err != nil {
+		return err
+	}
+	if err := e.etcd.waitReady(ctx, http.DefaultClient, etcdURL+"/health", ""); err != nil {
+		return err
+	}
+	e.apiserver, err = startProcess("kube-apiserver", e.APIServerLog, []string{apiserver,
+		"--etcd-servers=" + etcdURL, "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(ports[2]),
+		"--tls-cert-file=" + creds.servingCert, "--tls-private-key-file=" + creds.servingKey,
+		"--service-account-issuer=https://kubernetes.default.svc",
+		"--service-account-key-file=" + creds.saPublic,
+		"--service-account-signing-key-file=" + creds.saPrivate,
+		"--token-auth-file=" + tokenFile, "--authorization-mode=RBAC",
+		"--service-cluster-ip-range=10.0.0.0/24",
+	})
+	if err != nil {
+		return err
+	}
+	return e.apiserver.waitReady(ctx, e.httpClient(), e.host+"/readyz", e.tokens[AdminUser])
+}
+
+// writeTokens gives the admin and every user a random token and writes
+// the apiserver's token file: token,user,uid,"group,...".
+func (e *Env) writeTokens(users []User) (string, error) {
+	all := append([]User{{Name: AdminUser, Groups: []string{"system:masters"}}}, users...)
+	e.tokens = make(map[string]string, len(all))
+	var b strings.Builder
+	for _, u := range all {
+		if _, dup := e.tokens[u.Name]; dup || u.Name == "" || strings.ContainsAny(u.Name, ",\"\n") {
+			return "", fmt.Errorf("test user %q: empty, repeated or not a plain name", u.Name)
+		}
+		e.tokens[u.Name] = rand.Text()
+		fmt.Fprintf(&b, "%s,%s,%s,%q\n", e.tokens[u.Name], u.Name, u.Name, strings.Join(u.Groups, ","))
+	}
+	path := filepath.Join(e.Dir, "tokens.csv")
+	return path, os.WriteFile(path, []byte(b.String()), 0o600)
+}
+
+// ConfigFor returns the client configuration of one of Options.Users.
+func (e *Env) ConfigFor(user string) (*rest.Config, error) {
+	token, ok := e.tokens[user]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownUser, user)
+	}
+	return e.config(token), nil
+}
+
+// config authenticates with token. Rate limits are far above what a
+// test needs: the server is the test's alone.
+func (e *Env) config(token string) *rest.Config {
+	return &rest.Config{
+		Host:            e.host,
+		BearerToken:     token,
+		TLSClientConfig: rest.TLSClientConfig{CAData: e.caPEM},
+		QPS:             1000,
+		Burst:           2000,
+	}
+}
+
+// httpClient trusts the server's CA only.
+func (e *Env) httpClient() *http.Client {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(e.caPEM)
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+}
+
+// Stop stops the apiserver, then etcd, and removes etcd's data. It may be
+// called more than once.
+func (e *Env) Stop() error {
+	e.stopOnce.Do(func() {
+		var errs []error
+		for _, p := range []*process{e.apiserver, e.etcd} {
+			if p != nil {
+				errs = append(errs, p.stop())
+			}
+		}
+		errs = append(errs, os.RemoveAll(filepath.Join(e.Dir, "etcd")))
+		e.stopErr = errors.Join(errs...)
+	})
+	return e.stopErr
+}
