@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // AdminUser is the identity of Env.Config, in system:masters.
@@ -74,8 +76,10 @@ type Env struct {
 	tokens map[string]string
 
 	etcd, apiserver *process
-	stopOnce        sync.Once
-	stopErr         error
+	// apiserverArgv starts the apiserver, again after StopAPIServer.
+	apiserverArgv []string
+	stopOnce      sync.Once
+	stopErr       error
 }
 
 // Start runs a server for the test and stops it when the test ends. When
@@ -209,7 +213,7 @@ func (e *Env) start(ctx context.Context, etcd, apiserver string, users []User) e
 	if err := e.etcd.waitReady(ctx, http.DefaultClient, etcdURL+"/health", ""); err != nil {
 		return err
 	}
-	e.apiserver, err = startProcess("kube-apiserver", e.APIServerLog, []string{apiserver,
+	e.apiserverArgv = []string{apiserver,
 		"--etcd-servers=" + etcdURL, "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(ports[2]),
 		"--tls-cert-file=" + creds.servingCert, "--tls-private-key-file=" + creds.servingKey,
@@ -218,7 +222,22 @@ func (e *Env) start(ctx context.Context, etcd, apiserver string, users []User) e
 		"--service-account-signing-key-file=" + creds.saPrivate,
 		"--token-auth-file=" + tokenFile, "--authorization-mode=RBAC",
 		"--service-cluster-ip-range=10.0.0.0/24",
-	})
+	}
+	return e.StartAPIServer(ctx)
+}
+
+// StopAPIServer stops the apiserver alone, leaving etcd and its data, so
+// that a test can see its clients through an outage; StartAPIServer
+// brings it back on the same address.
+func (e *Env) StopAPIServer() error {
+	return e.apiserver.stop()
+}
+
+// StartAPIServer starts the apiserver (after StopAPIServer) and waits
+// until it is ready.
+func (e *Env) StartAPIServer(ctx context.Context) error {
+	var err error
+	e.apiserver, err = startProcess("kube-apiserver", e.APIServerLog, e.apiserverArgv)
 	if err != nil {
 		return err
 	}
@@ -284,4 +303,28 @@ func (e *Env) Stop() error {
 		e.stopErr = errors.Join(errs...)
 	})
 	return e.stopErr
+}
+
+// Kubeconfig writes a kubeconfig file for user (AdminUser or one of
+// Options.Users) into the test's temporary directory and returns its path,
+// for programs the test runs.
+func (e *Env) Kubeconfig(tb testing.TB, user string) string {
+	tb.Helper()
+	cfg := e.config(e.tokens[AdminUser])
+	if user != AdminUser {
+		var err error
+		if cfg, err = e.ConfigFor(user); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}
+	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: user}
+	kc.CurrentContext = "test"
+	path := filepath.Join(tb.TempDir(), user+".kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		tb.Fatal(err)
+	}
+	return path
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -80,4 +81,38 @@ func established(crd *unstructured.Unstructured) bool {
 		}
 	}
 	return false
+}
+
+var namespaceResource = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+
+// StartWithInstances is Start, then the Instance CRD installed.
+func StartWithInstances(tb testing.TB, opts Options) *Env {
+	tb.Helper()
+	env := Start(tb, opts)
+	crd, err := RepoFile(InstanceCRD)
+	if err == nil {
+		err = InstallCRD(tb.Context(), env.Config, crd)
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return env
+}
+
+// Namespace creates a namespace of a fresh name for one test, so that
+// tests sharing a server do not see each other's objects, and returns
+// its name. The namespace is left behind: the server goes with the test.
+func (e *Env) Namespace(tb testing.TB) string {
+	tb.Helper()
+	client, err := dynamic.NewForConfig(e.Config)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace"}}
+	ns.SetGenerateName("t-")
+	got, err := client.Resource(namespaceResource).Create(tb.Context(), ns, metav1.CreateOptions{})
+	if err != nil {
+		tb.Fatalf("creating a namespace: %v", err)
+	}
+	return got.GetName()
 }

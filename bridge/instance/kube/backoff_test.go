@@ -1,0 +1,63 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/cdiexec/cdi/bridge/instance"
+	"github.com/cdiexec/cdi/bridge/instance/storetest"
+)
+
+// A writer that always conflicts (here a fake client's reactor: no real
+// server conflicts on demand) gets exactly Backoff.Steps attempts, then a
+// clear error; an error that is not a conflict is not retried.
+func TestRetriesAreBounded(t *testing.T) {
+	tests := []struct {
+		name     string
+		err      error
+		attempts int32
+		conflict bool
+	}{
+		{"conflict", apierrors.NewConflict(Resource.GroupResource(), "x", errors.New("modified")), 3, true},
+		{"forbidden", apierrors.NewForbidden(Resource.GroupResource(), "x", errors.New("no")), 1, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client := fake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+				map[schema.GroupVersionResource]string{Resource: "InstanceList"})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			s, err := New(ctx, client, "ns")
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.backoff = Backoff{Steps: 3, Initial: time.Millisecond, Max: time.Millisecond}
+			cam := storetest.Cam("a", "lobby", 1)
+			if err := s.Observe(ctx, "a", "cam", []instance.Instance{cam}); err != nil {
+				t.Fatal(err)
+			}
+			var updates atomic.Int32
+			client.PrependReactor("update", "instances", func(k8stesting.Action) (bool, runtime.Object, error) {
+				updates.Add(1)
+				return true, nil, tt.err
+			})
+			err = s.Claim(ctx, []instance.Claim{{Instance: cam.Name, Slot: instance.SlotID(cam.Name, 0), Value: "a"}})
+			if err == nil || apierrors.IsConflict(err) != tt.conflict {
+				t.Fatalf("Claim = %v, want the %s", err, tt.name)
+			}
+			if got := updates.Load(); got != tt.attempts {
+				t.Errorf("%d update attempts, want %d", got, tt.attempts)
+			}
+			t.Log(err)
+		})
+	}
+}

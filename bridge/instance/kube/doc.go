@@ -1,0 +1,11 @@
+// Package kube is the instance.Store kept in the Kubernetes API: one
+// Instance custom resource per device (bridge/deploy/crd), shared by the
+// bridges of every node.
+//
+// Concurrency is optimistic: every change is a read-modify-write of one
+// object guarded by its resourceVersion, so two nodes racing for one slot
+// can never both win and no write loses another node's keys; the loser
+// re-reads and applies the instance package's rules again, a bounded
+// number of times. Reads come from one informer, which also drives the
+// change feed, so an allocation costs one API write when nobody races.
+package kube

@@ -1,0 +1,162 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/cdiexec/cdi/bridge/instance"
+)
+
+// Store is an instance.Store of Instance objects in one namespace. It is
+// safe for concurrent use, and by bridges on many nodes at once.
+type Store struct {
+	client    dynamic.ResourceInterface
+	namespace string
+	informer  cache.SharedIndexInformer
+	backoff   Backoff
+
+	mu   sync.Mutex
+	subs map[chan struct{}]bool
+	// recent are this Store's writes the informer has not caught up with,
+	// by name.
+	recent map[string]recentWrite
+	// writes counts the API writes made, for the benchmarks.
+	writes, conflicts int
+}
+
+var _ instance.Store = (*Store)(nil)
+
+// Backoff bounds the retries after a conflicting write: Steps attempts in
+// all, waiting Initial, then twice as long each time, up to Max.
+type Backoff struct {
+	Steps        int
+	Initial, Max time.Duration
+}
+
+// DefaultBackoff retries for about two seconds in all: enough for a dozen
+// nodes racing for one object, short enough for an Allocate to fail
+// while the kubelet still waits.
+var DefaultBackoff = Backoff{Steps: 10, Initial: 5 * time.Millisecond, Max: 500 * time.Millisecond}
+
+// New is Start, then Synced on ctx.
+func New(ctx context.Context, client dynamic.Interface, namespace string) (*Store, error) {
+	s, err := Start(ctx, client, namespace)
+	if err != nil {
+		return nil, err
+	}
+	return s, s.Synced(ctx)
+}
+
+// Start returns a Store of the Instances in namespace and starts its
+// informer, which runs until ctx ends.
+func Start(ctx context.Context, client dynamic.Interface, namespace string) (*Store, error) {
+	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(client, 0, namespace, nil)
+	s := &Store{
+		client: client.Resource(Resource).Namespace(namespace), namespace: namespace,
+		informer: factory.ForResource(Resource).Informer(), backoff: DefaultBackoff,
+		subs: map[chan struct{}]bool{}, recent: map[string]recentWrite{},
+	}
+	event := func(obj any) { s.caughtUp(obj); s.notify() }
+	if _, err := s.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: event, DeleteFunc: event, UpdateFunc: func(_, obj any) { event(obj) },
+	}); err != nil {
+		return nil, err
+	}
+	go s.informer.Run(ctx.Done())
+	return s, nil
+}
+
+// Synced waits until the informer holds its first full list of
+// Instances, or ctx ends: until then List would report none.
+func (s *Store) Synced(ctx context.Context) error {
+	if !cache.WaitForCacheSync(ctx.Done(), s.informer.HasSynced) {
+		return fmt.Errorf("listing %s in namespace %q: %w", Resource.GroupResource(), s.namespace, ctx.Err())
+	}
+	return nil
+}
+
+// List implements instance.Store from the informer's cache and this
+// Store's own writes: what it wrote, it reads back at once.
+func (s *Store) List(ctx context.Context) ([]instance.Instance, error) {
+	var out []instance.Instance
+	var errs []error
+	for _, obj := range s.objects() {
+		in, err := toInstance(obj)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, in)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, errors.Join(errs...)
+}
+
+// cached returns the newest copy of the named Instance this Store knows
+// of without asking the API server, or nil.
+func (s *Store) cached(name string) (*instance.Instance, error) {
+	key := name
+	if s.namespace != "" {
+		key = s.namespace + "/" + name
+	}
+	item, _, err := s.informer.GetStore().GetByKey(key)
+	if err != nil {
+		return nil, err
+	}
+	cached, _ := item.(*unstructured.Unstructured)
+	obj := s.newest(name, cached)
+	if obj == nil {
+		return nil, nil
+	}
+	in, err := toInstance(obj)
+	return &in, err
+}
+
+// Changes implements instance.Store: every event of the informer, made
+// here or by another node, reaches every receiver.
+func (s *Store) Changes() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	s.mu.Lock()
+	s.subs[ch] = true
+	s.mu.Unlock()
+	return ch, func() { s.mu.Lock(); delete(s.subs, ch); s.mu.Unlock() }
+}
+
+func (s *Store) notify() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ch := range s.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Stats are the API writes the Store made and how many of them conflicted.
+type Stats struct{ Writes, Conflicts int }
+
+// Stats returns the counts so far.
+func (s *Store) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Stats{Writes: s.writes, Conflicts: s.conflicts}
+}
+
+func (s *Store) count(conflict bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.writes++
+	if conflict {
+		s.conflicts++
+	}
+}

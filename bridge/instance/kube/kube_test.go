@@ -1,0 +1,341 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+
+	"github.com/cdiexec/cdi/bridge/instance"
+	"github.com/cdiexec/cdi/bridge/instance/storetest"
+	"github.com/cdiexec/cdi/bridge/internal/apitest"
+)
+
+// TestStore runs the Store against one real API server: the contract
+// every store keeps, then what only a store shared by nodes must do.
+func TestStore(t *testing.T) {
+	env := apitest.StartWithInstances(t, apitest.Options{})
+	t.Run("contract", func(t *testing.T) {
+		storetest.Run(t, func(t *testing.T) instance.Store { return newStore(t, env.Config, env.Namespace(t)) })
+	})
+	t.Run("race for the last slot", func(t *testing.T) { testRace(t, env) })
+	t.Run("other writers' changes", func(t *testing.T) { testOtherWriters(t, env) })
+	t.Run("nodes share an instance", func(t *testing.T) { testShared(t, env) })
+}
+
+// newStore is a Store with a client of its own, as a bridge on its own
+// node has, watching until the test ends.
+func newStore(t *testing.T, cfg *rest.Config, namespace string) *Store {
+	t.Helper()
+	client, err := dynamic.NewForConfig(rest.CopyConfig(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The informer runs until the test's cleanups, after its subtests.
+	ctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	s, err := New(ctx, client, namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func observe(t *testing.T, s *Store, node string, seen ...instance.Instance) {
+	t.Helper()
+	if err := s.Observe(t.Context(), node, "cam", seen); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// usage is the slot's value in s's view.
+func usage(t *testing.T, s *Store, name, slot string) (string, bool) {
+	t.Helper()
+	all, err := s.List(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range all {
+		if in.Name == name {
+			v, ok := in.Usage[slot]
+			return v, ok
+		}
+	}
+	return "", false
+}
+
+// waitUsage waits until s's view of slot is want, and says how long that
+// took; it fails the test after limit.
+func waitUsage(t *testing.T, s *Store, name, slot, want string, limit time.Duration) time.Duration {
+	t.Helper()
+	ch, cancel := s.Changes()
+	defer cancel()
+	start := time.Now()
+	deadline := time.After(limit)
+	for {
+		if v, ok := usage(t, s, name, slot); ok && v == want {
+			return time.Since(start)
+		}
+		select {
+		case <-ch:
+		case <-time.After(10 * time.Millisecond):
+		case <-deadline:
+			v, _ := usage(t, s, name, slot)
+			t.Fatalf("slot %s is %q after %v, want %q", slot, v, limit, want)
+		}
+	}
+}
+
+// testRace: four nodes claim the one slot of a shared camera at the same
+// instant, 200 times. Exactly one wins each time, the others get
+// ErrSlotTaken, and every loser's view shows the winner within a second.
+func testRace(t *testing.T, env *apitest.Env) {
+	ns := env.Namespace(t)
+	nodes := []string{"n0", "n1", "n2", "n3"}
+	stores := make([]*Store, len(nodes))
+	cam := storetest.Cam("n0", "gate", 1)
+	for i, node := range nodes {
+		stores[i] = newStore(t, env.Config, ns)
+		observe(t, stores[i], node, cam)
+	}
+	slot := instance.SlotID(cam.Name, 0)
+	for _, s := range stores {
+		waitUsage(t, s, cam.Name, slot, "", 5*time.Second)
+	}
+	var slowest time.Duration
+	wins := make([]int, len(nodes))
+	const rounds = 200
+	for round := range rounds {
+		winner := raceOnce(t, stores, nodes, cam.Name, slot)
+		if winner < 0 {
+			t.Fatalf("round %d: no single winner", round)
+		}
+		wins[winner]++
+		for i, s := range stores {
+			if i != winner {
+				slowest = max(slowest, waitUsage(t, s, cam.Name, slot, nodes[winner], time.Second))
+			}
+		}
+		claim := instance.Claim{Instance: cam.Name, Slot: slot, Value: nodes[winner]}
+		if err := stores[winner].Release(t.Context(), []instance.Claim{claim}); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range stores {
+			waitUsage(t, s, cam.Name, slot, "", 5*time.Second)
+		}
+	}
+	var stats Stats
+	for _, s := range stores {
+		st := s.Stats()
+		stats.Writes += st.Writes
+		stats.Conflicts += st.Conflicts
+	}
+	t.Logf("%d rounds: wins per node %v; losers saw the winner within %v at the slowest; %d writes, %d conflicts",
+		rounds, wins, slowest, stats.Writes, stats.Conflicts)
+}
+
+// raceOnce starts every store's claim at once and returns the index of
+// the only winner, or -1 when there was not exactly one. Losers must fail
+// with ErrSlotTaken.
+func raceOnce(t *testing.T, stores []*Store, nodes []string, name, slot string) int {
+	t.Helper()
+	start := make(chan struct{})
+	errs := make([]error, len(stores))
+	var wg sync.WaitGroup
+	for i, s := range stores {
+		wg.Go(func() {
+			<-start
+			errs[i] = s.Claim(t.Context(), []instance.Claim{{Instance: name, Slot: slot, Value: nodes[i]}})
+		})
+	}
+	close(start)
+	wg.Wait()
+	winner := -1
+	for i, err := range errs {
+		switch {
+		case err == nil && winner == -1:
+			winner = i
+		case err == nil:
+			t.Errorf("both %s and %s won", nodes[winner], nodes[i])
+			return -1
+		case !errors.Is(err, instance.ErrSlotTaken):
+			t.Errorf("%s: %v, want ErrSlotTaken", nodes[i], err)
+		}
+	}
+	return winner
+}
+
+// testOtherWriters: an Instance changed by another writer between the
+// Store's reads (its cache is then stale) is claimed without losing that
+// writer's change, and the change reaches Changes and List.
+func testOtherWriters(t *testing.T, env *apitest.Env) {
+	ns := env.Namespace(t)
+	s := newStore(t, env.Config, ns)
+	cam := storetest.Cam("n0", "dock", 2)
+	observe(t, s, "n0", cam)
+	client, err := dynamic.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := client.Resource(Resource).Namespace(ns)
+	ch, cancel := s.Changes()
+	defer cancel()
+	slot := instance.SlotID(cam.Name, 0)
+	for i := range 30 {
+		// Another node's bridge takes slot 1, or gives it back.
+		other := map[bool]string{true: "n9", false: ""}[i%2 == 0]
+		setUsage(t, raw, cam.Name, instance.SlotID(cam.Name, 1), other)
+		claim := instance.Claim{Instance: cam.Name, Slot: slot, Value: "n0"}
+		if err := s.Claim(t.Context(), []instance.Claim{claim}); err != nil {
+			t.Fatalf("claim %d: %v", i, err)
+		}
+		obj, err := raw.Get(t.Context(), cam.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _, _ := unstructured.NestedStringMap(obj.Object, "spec", "deviceUsage")
+		if got[slot] != "n0" || got[instance.SlotID(cam.Name, 1)] != other {
+			t.Fatalf("round %d: usage %v, want slot 0 n0 and slot 1 %q", i, got, other)
+		}
+		if err := s.Release(t.Context(), []instance.Claim{claim}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-ch:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no change signal for other writers' updates")
+	}
+	waitUsage(t, s, cam.Name, instance.SlotID(cam.Name, 1), "", 5*time.Second)
+	t.Logf("stats: %+v", s.Stats())
+}
+
+// setUsage writes one slot's value as another bridge would, retrying its
+// own conflicts.
+func setUsage(t *testing.T, raw dynamic.ResourceInterface, name, slot, value string) {
+	t.Helper()
+	for range 20 {
+		obj, err := raw.Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := unstructured.SetNestedField(obj.Object, value, "spec", "deviceUsage", slot); err != nil {
+			t.Fatal(err)
+		}
+		if _, err = raw.Update(t.Context(), obj, metav1.UpdateOptions{}); err == nil {
+			return
+		}
+	}
+	t.Fatalf("could not set %s of %s", slot, name)
+}
+
+// testShared: three nodes see one camera of capacity 2. Claims from every
+// node together never exceed its capacity, a release on one is seen on
+// the others, and the Instance goes when the last node stops seeing it.
+func testShared(t *testing.T, env *apitest.Env) {
+	ns := env.Namespace(t)
+	nodes := []string{"a", "b", "c"}
+	cam := storetest.Cam("a", "yard", 2)
+	stores := map[string]*Store{}
+	for _, node := range nodes {
+		stores[node] = newStore(t, env.Config, ns)
+		observe(t, stores[node], node, cam)
+	}
+	s0, s1 := instance.SlotID(cam.Name, 0), instance.SlotID(cam.Name, 1)
+	claim := func(node, slot, value string) error {
+		return stores[node].Claim(t.Context(), []instance.Claim{{Instance: cam.Name, Slot: slot, Value: value}})
+	}
+	if err := claim("a", s0, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := claim("b", s1, instance.CLUsage("0", "b")); err != nil {
+		t.Fatal(err)
+	}
+	for _, slot := range []string{s0, s1} {
+		if err := claim("c", slot, "c"); !errors.Is(err, instance.ErrSlotTaken) {
+			t.Fatalf("c claimed %s of a full camera: %v", slot, err)
+		}
+	}
+	if err := stores["a"].Release(t.Context(), []instance.Claim{{Instance: cam.Name, Slot: s0, Value: "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitUsage(t, stores["c"], cam.Name, s0, "", 5*time.Second)
+	if err := claim("c", s0, "c"); err != nil {
+		t.Fatalf("c after a's release: %v", err)
+	}
+	for _, node := range nodes {
+		observe(t, stores[node], node)
+	}
+	if _, ok := usage(t, stores["a"], cam.Name, s0); !ok {
+		t.Fatal("an Instance with live claims was deleted when its nodes stopped seeing it")
+	}
+	release := map[string]instance.Claim{"b": {Instance: cam.Name, Slot: s1, Value: instance.CLUsage("0", "b")},
+		"c": {Instance: cam.Name, Slot: s0, Value: "c"}}
+	for node, c := range release {
+		if err := stores[node].Release(t.Context(), []instance.Claim{c}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitGone(t, stores["a"], cam.Name)
+}
+
+func waitGone(t *testing.T, s *Store, name string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, ok := usage(t, s, name, name+"-0"); !ok {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("instance %s is still there", name)
+}
+
+// TestAPIServerRestart: while the API server is down, claims fail with
+// a clear error and what the Store knew stays listed; after it is back,
+// claims work again and the Store sees changes made meanwhile.
+func TestAPIServerRestart(t *testing.T) {
+	env := apitest.StartWithInstances(t, apitest.Options{})
+	ns := env.Namespace(t)
+	s := newStore(t, env.Config, ns)
+	cam := storetest.Cam("n0", "door", 2)
+	observe(t, s, "n0", cam)
+	s0, s1 := instance.SlotID(cam.Name, 0), instance.SlotID(cam.Name, 1)
+	if err := s.Claim(t.Context(), []instance.Claim{{Instance: cam.Name, Slot: s0, Value: "n0"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitUsage(t, s, cam.Name, s0, "n0", 5*time.Second)
+	if err := env.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	err := s.Claim(ctx, []instance.Claim{{Instance: cam.Name, Slot: s1, Value: "n0"}})
+	cancel()
+	if err == nil {
+		t.Fatal("a claim succeeded with the API server down")
+	}
+	t.Logf("claim with the API server down: %v", err)
+	if v, _ := usage(t, s, cam.Name, s0); v != "n0" {
+		t.Fatalf("the claim made before the outage reads %q", v)
+	}
+	if err := env.StartAPIServer(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	client, err := dynamic.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	setUsage(t, client.Resource(Resource).Namespace(ns), cam.Name, s1, "n7")
+	took := waitUsage(t, s, cam.Name, s1, "n7", time.Minute)
+	t.Logf("a change made after the restart reached the Store's view after %v", took)
+	if err := s.Release(t.Context(), []instance.Claim{{Instance: cam.Name, Slot: s0, Value: "n0"}}); err != nil {
+		t.Fatalf("release after the restart: %v", err)
+	}
+	waitUsage(t, s, cam.Name, s0, "", 5*time.Second)
+}

@@ -1,0 +1,229 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cdiexec/cdi/bridge/instance"
+)
+
+// rollbackTimeout bounds the release of a partial claim, which runs even
+// when the caller's context has ended: a claim must not outlive a failed
+// Allocate.
+const rollbackTimeout = 10 * time.Second
+
+// Claim implements instance.Store. Claims on one Instance are one write;
+// claims on several are written one Instance at a time, in name order,
+// and released again if a later one fails.
+func (s *Store) Claim(ctx context.Context, claims []instance.Claim) error {
+	var done []instance.Claim
+	for _, group := range byInstance(claims) {
+		err := s.modify(ctx, group[0].Instance, false, func(in *instance.Instance) (bool, error) {
+			changed := false
+			for _, c := range group {
+				ch, err := in.Apply(c)
+				if err != nil {
+					return false, err
+				}
+				changed = changed || ch
+			}
+			return changed, nil
+		})
+		if err != nil {
+			if rerr := s.rollback(ctx, done); rerr != nil {
+				return fmt.Errorf("%w (and releasing the claims made: %w)", err, rerr)
+			}
+			return err
+		}
+		done = append(done, group...)
+	}
+	return nil
+}
+
+func (s *Store) rollback(ctx context.Context, claims []instance.Claim) error {
+	if len(claims) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+	defer cancel()
+	return s.Release(ctx, claims)
+}
+
+// Release implements instance.Store.
+func (s *Store) Release(ctx context.Context, claims []instance.Claim) error {
+	var errs []error
+	for _, group := range byInstance(claims) {
+		err := s.modify(ctx, group[0].Instance, false, func(in *instance.Instance) (bool, error) {
+			changed := false
+			for _, c := range group {
+				changed = in.Release(c) || changed
+			}
+			return changed, nil
+		})
+		if err != nil && !errors.Is(err, instance.ErrNoSlot) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Observe implements instance.Store.
+func (s *Store) Observe(ctx context.Context, node, config string, seen []instance.Instance) error {
+	var errs []error
+	names := map[string]bool{}
+	for _, want := range seen {
+		names[want.Name] = true
+		err := s.modify(ctx, want.Name, true, func(in *instance.Instance) (bool, error) {
+			return in.Observe(node, want), nil
+		})
+		errs = append(errs, err)
+	}
+	all, err := s.List(ctx)
+	errs = append(errs, err)
+	for _, in := range all {
+		if in.Config != config || names[in.Name] || !in.Sees(node) {
+			continue
+		}
+		err := s.modify(ctx, in.Name, false, func(in *instance.Instance) (bool, error) {
+			return in.Forget(node), nil
+		})
+		if !errors.Is(err, instance.ErrNoSlot) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// byInstance groups claims by Instance, in name order.
+func byInstance(claims []instance.Claim) [][]instance.Claim {
+	groups := map[string][]instance.Claim{}
+	for _, c := range claims {
+		groups[c.Instance] = append(groups[c.Instance], c)
+	}
+	out := make([][]instance.Claim, 0, len(groups))
+	for _, g := range groups {
+		out = append(out, g)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i][0].Instance < out[j][0].Instance })
+	return out
+}
+
+// modify applies fn to the named Instance and writes the result back,
+// guarded by the resourceVersion it read: an Instance that fn leaves
+// unused is deleted, a missing one is created when create is set (and is
+// ErrNoSlot otherwise). The first read is the informer's copy (the API's
+// when the informer has none); after a conflict the object is read from
+// the API and fn runs again, up to
+// s.backoff.Steps attempts. Errors from fn end it at once.
+func (s *Store) modify(ctx context.Context, name string, create bool, fn func(*instance.Instance) (bool, error)) error {
+	wait := s.backoff.Initial
+	for attempt := 1; ; attempt++ {
+		in, err := s.read(ctx, name, attempt > 1)
+		if in == nil && err == nil && attempt == 1 {
+			// Not in the cache is not proof of absence: the watch may
+			// not have brought a new Instance yet.
+			in, err = s.read(ctx, name, true)
+		}
+		if err != nil {
+			return err
+		}
+		isNew := in == nil
+		if isNew && !create {
+			return fmt.Errorf("instance %s: %w", name, instance.ErrNoSlot)
+		}
+		if isNew {
+			in = &instance.Instance{Name: name}
+		}
+		changed, err := fn(in)
+		if err != nil || !changed {
+			return err
+		}
+		err = s.write(ctx, in, isNew)
+		conflict := apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || (!isNew && apierrors.IsNotFound(err))
+		s.count(conflict)
+		if err != nil && !conflict {
+			return fmt.Errorf("writing instance %s to the API server: %w", name, err)
+		}
+		if !conflict {
+			return nil
+		}
+		if attempt >= s.backoff.Steps {
+			return fmt.Errorf("instance %s: still conflicting after %d attempts: %w", name, attempt, err)
+		}
+		if err := sleep(ctx, wait); err != nil {
+			return err
+		}
+		wait = min(2*wait, s.backoff.Max)
+	}
+}
+
+// read returns the named Instance, nil if it does not exist: the
+// informer's copy, or the API's when fresh is set.
+func (s *Store) read(ctx context.Context, name string, fresh bool) (*instance.Instance, error) {
+	if !fresh {
+		return s.cached(name)
+	}
+	obj, err := s.client.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading instance %s: %w", name, err)
+	}
+	in, err := toInstance(obj)
+	return &in, err
+}
+
+// write creates, updates or (when unused) deletes in, guarded by
+// in.Version, and remembers the result so that List shows it at once.
+func (s *Store) write(ctx context.Context, in *instance.Instance, isNew bool) error {
+	if in.Unused() {
+		if isNew {
+			return nil
+		}
+		err := s.client.Delete(ctx, in.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &in.Version}})
+		if err == nil {
+			s.remember(in.Name, nil, in.Version)
+			s.notify()
+		}
+		return err
+	}
+	obj, err := toObject(*in, s.namespace)
+	if err != nil {
+		return err
+	}
+	if isNew {
+		obj, err = s.client.Create(ctx, obj, metav1.CreateOptions{FieldManager: fieldManager})
+	} else {
+		obj, err = s.client.Update(ctx, obj, metav1.UpdateOptions{FieldManager: fieldManager})
+	}
+	if err == nil {
+		s.remember(in.Name, obj, "")
+		s.notify()
+	}
+	return err
+}
+
+// fieldManager names the bridge in the objects' managedFields.
+const fieldManager = "cdi-bridge"
+
+// sleep waits about d (jittered by up to half, so that racing nodes
+// spread out) or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	d += time.Duration(rand.Int64N(int64(d)/2 + 1))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,117 @@
+package kube
+
+import (
+	"strconv"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/cache"
+)
+
+// recentWrite is an Instance as this Store last wrote it, kept until the
+// informer's copy is as new: the node's next decision (a Configuration-
+// level Allocate reusing a vdev's claim, the list it pushes to the
+// kubelet) must see the claim it just made, and the watch event that
+// brings it may be milliseconds behind.
+type recentWrite struct {
+	// obj is the object the API server returned; nil for a deletion.
+	obj *unstructured.Unstructured
+	// rv is obj's resourceVersion; for a deletion, one past the deleted
+	// object's, so that only a later object (re-created) shows through.
+	rv uint64
+}
+
+// resourceVersion reads an object's resourceVersion as the integer etcd
+// makes it. The API calls it opaque, but ordering writes of one object by
+// it is what client-go's own MutationCache does; ok is false for a value
+// that is not an integer, and such a write is simply not remembered.
+func resourceVersion(obj *unstructured.Unstructured) (rv uint64, ok bool) {
+	return parseRV(obj.GetResourceVersion())
+}
+
+func parseRV(v string) (uint64, bool) {
+	rv, err := strconv.ParseUint(v, 10, 64)
+	return rv, err == nil
+}
+
+// remember records a write this Store made: obj as the server returned it,
+// or, when obj is nil, the deletion of name at resourceVersion deletedRV.
+func (s *Store) remember(name string, obj *unstructured.Unstructured, deletedRV string) {
+	w := recentWrite{obj: obj}
+	var ok bool
+	if obj != nil {
+		w.rv, ok = resourceVersion(obj)
+	} else {
+		w.rv, ok = parseRV(deletedRV)
+		w.rv++
+	}
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, had := s.recent[name]; !had || old.rv < w.rv {
+		s.recent[name] = w
+	}
+}
+
+// caughtUp forgets the recent write of an object the informer now holds
+// a copy of at least as new: it is the informer's event handler, before
+// the receivers of Changes are told.
+func (s *Store) caughtUp(item any) {
+	if tomb, ok := item.(cache.DeletedFinalStateUnknown); ok {
+		item = tomb.Obj
+	}
+	obj, ok := item.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	rv, ok := resourceVersion(obj)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w, had := s.recent[obj.GetName()]; had && (!ok || rv >= w.rv) {
+		delete(s.recent, obj.GetName())
+	}
+}
+
+// newest returns the newer of the informer's copy of name (cached, nil
+// when it has none) and this Store's recent write of it; nil when the
+// newer says the object is gone.
+func (s *Store) newest(name string, cached *unstructured.Unstructured) *unstructured.Unstructured {
+	s.mu.Lock()
+	w, had := s.recent[name]
+	s.mu.Unlock()
+	if !had {
+		return cached
+	}
+	if cached != nil {
+		if rv, ok := resourceVersion(cached); !ok || rv >= w.rv {
+			return cached
+		}
+	}
+	return w.obj
+}
+
+// objects returns every Instance object, each the newest this Store
+// knows of.
+func (s *Store) objects() []*unstructured.Unstructured {
+	names := map[string]*unstructured.Unstructured{}
+	for _, item := range s.informer.GetStore().List() {
+		if obj, ok := item.(*unstructured.Unstructured); ok {
+			names[obj.GetName()] = obj
+		}
+	}
+	s.mu.Lock()
+	for name := range s.recent {
+		if _, ok := names[name]; !ok {
+			names[name] = nil
+		}
+	}
+	s.mu.Unlock()
+	var out []*unstructured.Unstructured
+	for name, cached := range names {
+		if obj := s.newest(name, cached); obj != nil {
+			out = append(out, obj)
+		}
+	}
+	return out
+}
