@@ -100,6 +100,8 @@ func (h *ilHandler) Devices() []deviceplugin.Device {
 func (h *ilHandler) Changes() (<-chan struct{}, func()) { return h.n.changes() }
 
 func (h *ilHandler) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+	h.n.allocMu.RLock()
+	defer h.n.allocMu.RUnlock()
 	v, _ := h.n.view(h.pool)
 	res := h.n.resource(h.instance)
 	containers := make([][]Grant, len(req.ContainerRequests))
@@ -145,6 +147,8 @@ func (h *clHandler) Devices() []deviceplugin.Device {
 func (h *clHandler) Changes() (<-chan struct{}, func()) { return h.n.changes() }
 
 func (h *clHandler) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+	h.n.allocMu.RLock()
+	defer h.n.allocMu.RUnlock()
 	v, _ := h.n.view(h.pool)
 	requests := make([][]string, len(req.ContainerRequests))
 	for i, c := range req.ContainerRequests {

@@ -53,6 +53,9 @@ const (
 type Node struct {
 	cfg   Config
 	alloc *Allocator
+	// allocMu is held shared by every Allocate and exclusively by each
+	// slot reclaim pass.
+	allocMu sync.RWMutex
 
 	mu        sync.Mutex
 	pools     map[string]discovery.Pool    // by pool name
@@ -141,6 +144,14 @@ func (n *Node) changes() (<-chan struct{}, func()) {
 	n.subs[ch] = true
 	n.mu.Unlock()
 	return ch, func() { n.mu.Lock(); delete(n.subs, ch); n.mu.Unlock() }
+}
+
+// pool returns the served pool of that name.
+func (n *Node) pool(name string) (discovery.Pool, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	p, ok := n.pools[name]
+	return p, ok
 }
 
 // resource is the extended resource of a pool or an instance.

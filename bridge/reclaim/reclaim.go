@@ -23,10 +23,14 @@ type Plugins interface {
 	// Del releases one allocation of pool's plugin; it returns nil when
 	// the pool is no longer served here, as nothing is left to release.
 	Del(ctx context.Context, pool, requestID string) error
-	// GC releases every allocation of pool's plugin outside valid.
-	GC(ctx context.Context, pool string, valid []string) error
-	// Pools names the pools this node serves.
-	Pools() []string
+	// GC releases every allocation outside valid of the plugin (one
+	// drop-in, one state) that serves pools.
+	GC(ctx context.Context, pools []string, valid []string) error
+	// Pools names the pools this node serves, grouped by the drop-in that
+	// serves them: the pools of one drop-in (a generic plugin's groups)
+	// share its state, so GC must be told the valid slots of all of them
+	// at once, or it would release the others'.
+	Pools() [][]string
 }
 
 // Reclaimer releases the slots this node claims that no container holds.
@@ -65,7 +69,7 @@ func (r *Reclaimer) Run(ctx context.Context, period time.Duration) {
 }
 
 // Once makes one pass: it releases the slots that are due and runs GC on
-// every pool with the slots this node still claims there.
+// every drop-in's plugin with the slots this node still claims there.
 func (r *Reclaimer) Once(ctx context.Context) error {
 	if r.Tracker == nil {
 		r.Tracker = NewTracker(DefaultGrace)
@@ -112,28 +116,28 @@ func (r *Reclaimer) release(ctx context.Context, s Slot) error {
 	return nil
 }
 
-// gc tells each pool's plugin which request-ids (slot ids) this node
-// still claims, cleaning what a lost DEL left behind.
+// gc tells each drop-in's plugin which request-ids (slot ids) this node
+// still claims in its pools, cleaning what a lost DEL left behind.
 func (r *Reclaimer) gc(ctx context.Context, claimed []Slot, released map[instance.Claim]bool) error {
-	valid := map[string][]string{}
-	for _, p := range r.Plugins.Pools() {
-		valid[p] = []string{}
-	}
-	for _, s := range claimed {
-		if _, ok := valid[s.Pool]; ok && !released[s.Claim] {
-			valid[s.Pool] = append(valid[s.Pool], s.Claim.Slot)
+	groups := r.Plugins.Pools()
+	group := map[string]int{} // pool to its index in groups
+	valid := make([][]string, len(groups))
+	for i, pools := range groups {
+		valid[i] = []string{}
+		for _, p := range pools {
+			group[p] = i
 		}
 	}
-	pools := make([]string, 0, len(valid))
-	for p := range valid {
-		pools = append(pools, p)
+	for _, s := range claimed {
+		if i, ok := group[s.Pool]; ok && !released[s.Claim] {
+			valid[i] = append(valid[i], s.Claim.Slot)
+		}
 	}
-	sort.Strings(pools)
 	var errs []error
-	for _, p := range pools {
-		sort.Strings(valid[p])
-		if err := r.Plugins.GC(ctx, p, valid[p]); err != nil {
-			errs = append(errs, fmt.Errorf("GC of pool %s: %w", p, err))
+	for i, pools := range groups {
+		sort.Strings(valid[i])
+		if err := r.Plugins.GC(ctx, pools, valid[i]); err != nil {
+			errs = append(errs, fmt.Errorf("GC of pools %v: %w", pools, err))
 		}
 	}
 	return errors.Join(errs...)

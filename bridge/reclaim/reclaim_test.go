@@ -3,55 +3,43 @@ package reclaim
 import (
 	"context"
 	"errors"
-	"net"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
+	"github.com/cdiexec/cdi/bridge/deviceplugin/kubelettest"
 	"github.com/cdiexec/cdi/bridge/instance"
 	"github.com/cdiexec/cdi/bridge/instance/local"
 	"github.com/cdiexec/cdi/spec"
 )
 
-// kubelet serves the PodResources API on a unix socket with what its
-// containers hold: resource name -> device ids.
-type kubelet struct {
-	podresourcesapi.UnimplementedPodResourcesListerServer
-	mu   sync.Mutex
-	held map[string][]string
-}
+// kubelet is the kubelet's PodResources API on a unix socket, with what
+// its containers hold: resource name -> device ids.
+type kubelet struct{ *kubelettest.PodResources }
 
-func (k *kubelet) set(held map[string][]string) { k.mu.Lock(); k.held = held; k.mu.Unlock() }
-
-func (k *kubelet) List(context.Context, *podresourcesapi.ListPodResourcesRequest) (*podresourcesapi.ListPodResourcesResponse, error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	c := &podresourcesapi.ContainerResources{Name: "app"}
-	for res, ids := range k.held {
-		c.Devices = append(c.Devices, &podresourcesapi.ContainerDevices{ResourceName: res, DeviceIds: ids})
+// set says what the containers hold, plus another vendor's device, which
+// must not confuse the reclaimer.
+func (k kubelet) set(held map[string][]string) {
+	all := map[string][]string{"nvidia.com/gpu": {"cam-1-1"}}
+	for res, ids := range held {
+		all[res] = ids
 	}
-	// Another vendor's device must not confuse the reclaimer.
-	c.Devices = append(c.Devices, &podresourcesapi.ContainerDevices{ResourceName: "nvidia.com/gpu", DeviceIds: []string{"cam-1-1"}})
-	pod := &podresourcesapi.PodResources{Name: "p", Namespace: "default", Containers: []*podresourcesapi.ContainerResources{c}}
-	return &podresourcesapi.ListPodResourcesResponse{PodResources: []*podresourcesapi.PodResources{pod}}, nil
+	k.Set(all)
 }
 
-func serve(t *testing.T) (*kubelet, podresourcesapi.PodResourcesListerClient) {
+func serve(t *testing.T) (kubelet, podresourcesapi.PodResourcesListerClient) {
 	sock := filepath.Join(t.TempDir(), "kubelet.sock")
-	lis, err := net.Listen("unix", sock)
+	pods, err := kubelettest.ServePodResources(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := &kubelet{}
-	srv := grpc.NewServer()
-	podresourcesapi.RegisterPodResourcesListerServer(srv, k)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
+	t.Cleanup(pods.Stop)
+	k := kubelet{pods}
 	conn, client, err := Dial(sock)
 	if err != nil {
 		t.Fatal(err)
@@ -75,18 +63,19 @@ func (p *plugins) Del(_ context.Context, pool, id string) error {
 	return p.delErr
 }
 
-func (p *plugins) GC(_ context.Context, pool string, valid []string) error {
+func (p *plugins) GC(_ context.Context, pools []string, valid []string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.gcs[pool] = valid
+	p.gcs[strings.Join(pools, ",")] = valid
 	return nil
 }
 
-func (p *plugins) Pools() []string { return []string{"cam", "gpu"} }
+// Pools: the cameras share their drop-in with the microphones.
+func (p *plugins) Pools() [][]string { return [][]string{{"cam", "mic"}, {"gpu"}} }
 
 // setup: node a holds cam-1-0 (IL) and cam-1-1 as vdev 3 (CL); node b
 // holds cam-1-2.
-func setup(t *testing.T) (*Reclaimer, *kubelet, *plugins, *time.Time, instance.Store) {
+func setup(t *testing.T) (*Reclaimer, kubelet, *plugins, *time.Time, instance.Store) {
 	ctx := context.Background()
 	store := local.New(filepath.Join(t.TempDir(), "instances.json"))
 	cam := instance.Instance{Name: "cam-1", Config: "cam", DeviceID: "lobby", Shared: true, Capacity: 3}
@@ -137,8 +126,8 @@ func TestReclaimAfterGrace(t *testing.T) {
 	if !slices.Equal(p.dels, []string{"cam/cam-1-1"}) || u["cam-1-1"] != "" || u["cam-1-0"] != "a" || u["cam-1-2"] != "b" {
 		t.Fatalf("after the grace: DELs %v, usage %v; want only cam-1-1 released", p.dels, u)
 	}
-	if !slices.Equal(p.gcs["cam"], []string{"cam-1-0"}) || p.gcs["gpu"] == nil || len(p.gcs["gpu"]) != 0 {
-		t.Fatalf("GC valid sets %v, want cam: [cam-1-0], gpu: []", p.gcs)
+	if !slices.Equal(p.gcs["cam,mic"], []string{"cam-1-0"}) || p.gcs["gpu"] == nil || len(p.gcs["gpu"]) != 0 || len(p.gcs) != 2 {
+		t.Fatalf("GC valid sets %v, want cam,mic: [cam-1-0], gpu: []", p.gcs)
 	}
 }
 

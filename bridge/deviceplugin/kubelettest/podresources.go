@@ -1,0 +1,53 @@
+package kubelettest
+
+import (
+	"context"
+	"net"
+	"sync"
+
+	"google.golang.org/grpc"
+	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
+)
+
+// PodResources is the kubelet's PodResources List over a unix socket,
+// answering with the device ids a test says running containers hold.
+type PodResources struct {
+	podresourcesapi.UnimplementedPodResourcesListerServer
+	mu   sync.Mutex
+	held map[string][]string // resource -> device ids
+	g    *grpc.Server
+}
+
+// ServePodResources serves the API on socket until Stop.
+func ServePodResources(socket string) (*PodResources, error) {
+	lis, err := net.Listen("unix", socket)
+	if err != nil {
+		return nil, err
+	}
+	p := &PodResources{g: grpc.NewServer()}
+	podresourcesapi.RegisterPodResourcesListerServer(p.g, p)
+	go func() { _ = p.g.Serve(lis) }()
+	return p, nil
+}
+
+// Set replaces what the containers hold: resource name to device ids.
+func (p *PodResources) Set(held map[string][]string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.held = held
+}
+
+// List answers with one pod whose one container holds everything Set.
+func (p *PodResources) List(context.Context, *podresourcesapi.ListPodResourcesRequest) (*podresourcesapi.ListPodResourcesResponse, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := &podresourcesapi.ContainerResources{Name: "app"}
+	for res, ids := range p.held {
+		c.Devices = append(c.Devices, &podresourcesapi.ContainerDevices{ResourceName: res, DeviceIds: ids})
+	}
+	pod := &podresourcesapi.PodResources{Name: "app", Namespace: "default", Containers: []*podresourcesapi.ContainerResources{c}}
+	return &podresourcesapi.ListPodResourcesResponse{PodResources: []*podresourcesapi.PodResources{pod}}, nil
+}
+
+// Stop ends the server.
+func (p *PodResources) Stop() { p.g.Stop() }
