@@ -22,11 +22,11 @@ import (
 	"github.com/cdiexec/cdi/plugins/exectest"
 )
 
-// binDir holds the built cdi-bridge and generic-tty side by side.
+// binDir holds the built cdi-bridge, generic-tty and endpoint side by side.
 var binDir string
 
 func TestMain(m *testing.M) {
-	exectest.MainDir(m, &binDir, ".", "github.com/cdiexec/cdi/plugins/generic-tty")
+	exectest.MainDir(m, &binDir, ".", "github.com/cdiexec/cdi/plugins/generic-tty", "github.com/cdiexec/cdi/plugins/endpoint")
 }
 
 const (

@@ -9,19 +9,23 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/cdiexec/cdi/bridge/discovery"
-	"github.com/cdiexec/cdi/bridge/instance/local"
 	"github.com/cdiexec/cdi/bridge/metrics"
 	"github.com/cdiexec/cdi/bridge/node"
+	"github.com/cdiexec/cdi/bridge/reclaim"
 	"github.com/cdiexec/cdi/spec/invoke"
 )
 
 type options struct {
-	confDir, pluginPath, nodeName, dpDir, domain, store, statePath, metricsAddr, logLevel string
-	execTimeout, discoveryPeriod                                                          time.Duration
+	confDir, pluginPath, nodeName, dpDir, domain, metricsAddr, logLevel string
+	execTimeout, discoveryPeriod                                        time.Duration
+	// The Instance store; storeReason says why it was chosen, for the log.
+	store, statePath, kubeconfig, namespace, storeReason string
+	// Slot reclaim; an empty podResources turns it off.
+	podResources               string
+	reclaimGrace, reclaimEvery time.Duration
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -36,8 +40,13 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.nodeName, "node-name", host, "this node's name (default $NODE_NAME, else the host name)")
 	fs.StringVar(&o.dpDir, "device-plugin-dir", "/var/lib/kubelet/device-plugins", "the kubelet's device-plugin directory, holding kubelet.sock")
 	fs.StringVar(&o.domain, "domain", "cdi.local", "resource domain: resources are <domain>/<pool> and <domain>/<instance>")
-	fs.StringVar(&o.store, "store", "local", "instance store: local (a file on this node)")
+	fs.StringVar(&o.store, "store", storeAuto, "instance store: kube (Instance objects in the API), local (a file on this node), or auto: kube when --kubeconfig is set or in a pod, else local")
 	fs.StringVar(&o.statePath, "local-store", "/var/lib/cdi/bridge/instances.json", "the local store's file")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file for the kube store (default: the pod's in-cluster configuration)")
+	fs.StringVar(&o.namespace, "namespace", defaultNamespace(), "namespace of the Instance objects (default $POD_NAMESPACE, else the service account's, else cdi-system)")
+	fs.StringVar(&o.podResources, "pod-resources-socket", "/var/lib/kubelet/pod-resources/kubelet.sock", "the kubelet's PodResources socket, for slot reclaim; empty turns reclaim off")
+	fs.DurationVar(&o.reclaimGrace, "reclaim-grace", reclaim.DefaultGrace, "how long a claimed slot may be held by no container before it is released")
+	fs.DurationVar(&o.reclaimEvery, "reclaim-period", 30*time.Second, "how often slot reclaim asks the kubelet which slots containers hold")
 	fs.StringVar(&o.metricsAddr, "metrics-address", ":8089", "address serving /metrics, /healthz and /readyz; empty turns it off")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&o.execTimeout, "exec-timeout", 30*time.Second, "bound on each plugin run, ADD included (the kubelet gives Allocate none)")
@@ -47,9 +56,6 @@ func parseFlags(args []string) (*options, error) {
 	}
 	if o.nodeName == "" {
 		return nil, errors.New("--node-name is empty and the host name unknown")
-	}
-	if o.store != "local" {
-		return nil, fmt.Errorf("--store %q: only local is available", o.store)
 	}
 	return o, nil
 }
@@ -67,15 +73,21 @@ func run(ctx context.Context, args []string) error {
 		return fmt.Errorf("--log-level: %w", err)
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	log.Info("starting", "node", o.nodeName, "store", o.store, "file", o.statePath, "confDir", o.confDir, "domain", o.domain)
+	log.Info("starting", "node", o.nodeName, "confDir", o.confDir, "pluginPath", o.pluginPath, "domain", o.domain)
+	store, err := openStore(ctx, o, log)
+	if err != nil {
+		return err
+	}
 	m := metrics.New()
 	n := node.New(node.Config{
-		NodeName: o.nodeName, Domain: o.domain, DevicePluginDir: o.dpDir, ExecTimeout: o.execTimeout,
-		Store: local.New(filepath.Clean(o.statePath)),
+		NodeName: o.nodeName, Domain: o.domain, DevicePluginDir: o.dpDir, ExecTimeout: o.execTimeout, Store: store,
 		Discoverer: &discovery.Discoverer{ConfDir: o.confDir, PluginDirs: invoke.SplitPath(o.pluginPath), Timeout: o.execTimeout,
 			OnExec: m.Exec, Logger: log},
 		DiscoveryPeriod: o.discoveryPeriod, Logger: log, OnAllocate: m.Allocation, OnRegister: m.Registration,
 	})
+	if err := startReclaim(ctx, o, n, log); err != nil {
+		return err
+	}
 	if o.metricsAddr != "" {
 		if err := serveHTTP(ctx, o.metricsAddr, n, m, log); err != nil {
 			return err
@@ -84,6 +96,25 @@ func run(ctx context.Context, args []string) error {
 	err = n.Run(ctx)
 	log.Info("stopped")
 	return err
+}
+
+// startReclaim runs slot reclaim against the kubelet's PodResources
+// socket until ctx ends, unless --pod-resources-socket is empty.
+func startReclaim(ctx context.Context, o *options, n *node.Node, log *slog.Logger) error {
+	if o.podResources == "" {
+		log.Warn("slot reclaim off: slots of containers that are gone stay claimed")
+		return nil
+	}
+	conn, client, err := reclaim.Dial(o.podResources)
+	if err != nil {
+		return err
+	}
+	log.Info("slot reclaim", "socket", o.podResources, "grace", o.reclaimGrace, "period", o.reclaimEvery)
+	go func() {
+		defer conn.Close()
+		n.Reclaimer(client, o.reclaimGrace).Run(ctx, o.reclaimEvery)
+	}()
+	return nil
 }
 
 // serveHTTP serves, on one listener, /metrics, /healthz (while the
