@@ -53,7 +53,36 @@ show cditool del gpu demo-gpu
 show cditool del tty demo-tty
 show cditool list tty
 
+step "the bridge: the plugins as the kubelet sees them, one node, the local store"
+# A kubelet-side client stands in for the kubelet: it serves kubelet.sock,
+# lets the bridge register, and allocates as pod admission would. Unix
+# socket paths are short, so the directory is not under $prefix.
+dp=$(mktemp -d "${TMPDIR:-/tmp}/cdi-dp.XXXXXX")
+trap 'rm -rf "$dp"; [ -n "${KEEP:-}" ] || rm -rf "$prefix"' EXIT
+go build -o "$prefix/demokubelet" ./bridge/internal/demokubelet
+"$prefix/demokubelet" --device-plugin-dir "$dp" --domain cdi.local --instance-pool gpu-drm --pool tty-generic --count 2 &
+kubelet=$!
+bridge_args=(--node-name demo --conf-dir "$conf" --plugin-path "$plugins" --device-plugin-dir "$dp"
+	--domain cdi.local --store local --local-store "$state/bridge/instances.json"
+	--metrics-address "" --pod-resources-socket "")
+printf '$ cdi-bridge'; printf ' %q' "${bridge_args[@]}"; printf ' 2>bridge.log &\n'
+"$prefix/usr/bin/cdi-bridge" "${bridge_args[@]}" 2>"$prefix/bridge.log" &
+bridge=$!
+if ! wait "$kubelet"; then
+	echo "the kubelet-side client failed; the bridge's log:"; cat "$prefix/bridge.log"
+	kill "$bridge"; exit 1
+fi
+kill -TERM "$bridge" && wait "$bridge"
+echo "bridge stopped (SIGTERM): it withdrew its devices and removed its sockets"
+
+step "cditool: the bridge's allocations, by slot id, as the plugins keep them"
+show cditool list gpu
+show cditool list tty
+show cditool gc --all gpu
+show cditool gc --all tty
+
 step "done"
-echo "state files, now empty of allocations: $(cd "$state" && echo */*.json)"
+echo "plugin state files, now empty of allocations: $(cd "$state" && ls */*.json | grep -v '^bridge/' | xargs)"
+echo "the bridge's store, $state/bridge/instances.json, still records its claims: on a node, slot reclaim releases them once no container holds them"
 [ -n "${KEEP:-}" ] && echo "kept $prefix (KEEP is set)"
 exit 0
