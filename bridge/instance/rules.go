@@ -108,3 +108,38 @@ func (in *Instance) trimSlots() {
 func (in *Instance) fingerprint() string {
 	return fmt.Sprintf("%q %q %v %d %q %v %v", in.Config, in.DeviceID, in.Shared, in.Capacity, in.Nodes, in.Usage, in.Properties)
 }
+
+// ForgetNodeClaims records that node has left the cluster: it frees every
+// slot node holds, at either level, and removes node from the Instance's
+// nodes. It reports how many slots it freed and whether anything changed.
+// A malformed usage value is left alone: whose claim it is cannot be
+// told. Freed slots above the capacity are dropped, as Release does.
+func (in *Instance) ForgetNodeClaims(node string) (freed int, changed bool) {
+	if node == "" {
+		return 0, false
+	}
+	for s, v := range in.Usage {
+		if u, err := ParseUsage(v); err == nil && u.Kind != Free && u.Node == node {
+			in.Usage[s] = ""
+			freed++
+		}
+	}
+	if freed > 0 {
+		in.trimSlots()
+	}
+	removed := in.Forget(node)
+	return freed, freed > 0 || removed
+}
+
+// NodeNames returns, sorted and once each, the nodes the Instance names:
+// those that see it and those whose claims hold its slots.
+func (in *Instance) NodeNames() []string {
+	names := slices.Clone(in.Nodes)
+	for _, v := range in.Usage {
+		if u, err := ParseUsage(v); err == nil && u.Kind != Free {
+			names = append(names, u.Node)
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}

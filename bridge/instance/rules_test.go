@@ -3,6 +3,7 @@ package instance
 import (
 	"errors"
 	"maps"
+	"slices"
 	"testing"
 )
 
@@ -94,5 +95,73 @@ func TestForgetAndUnused(t *testing.T) {
 	in.Release(Claim{Slot: "cam-1-0", Value: "a"})
 	if !in.Unused() {
 		t.Fatal("no nodes and no claims, yet not unused")
+	}
+}
+
+func TestForgetNodeClaims(t *testing.T) {
+	tests := []struct {
+		name        string
+		nodes       []string
+		usage       map[string]string
+		capacity    int
+		node        string
+		wantFreed   int
+		wantChanged bool
+		wantNodes   []string
+		wantUsage   map[string]string
+	}{
+		{"both levels freed, others kept", []string{"a", "b"},
+			map[string]string{"cam-1-0": "a", "cam-1-1": "C:0:a", "cam-1-2": "b", "cam-1-3": "C:1:b"}, 4, "a",
+			2, true, []string{"b"},
+			map[string]string{"cam-1-0": "", "cam-1-1": "", "cam-1-2": "b", "cam-1-3": "C:1:b"}},
+		{"only seen, no claims", []string{"a", "b"}, map[string]string{"cam-1-0": "b"}, 1, "a",
+			0, true, []string{"b"}, map[string]string{"cam-1-0": "b"}},
+		{"claims of a node that no longer sees it", []string{"b"}, map[string]string{"cam-1-0": "C:3:a"}, 1, "a",
+			1, true, []string{"b"}, map[string]string{"cam-1-0": ""}},
+		{"a freed slot above capacity is dropped", []string{"a"}, map[string]string{"cam-1-0": "", "cam-1-1": "a"}, 1, "a",
+			1, true, []string{}, map[string]string{"cam-1-0": ""}},
+		{"a name that only shares a prefix", []string{"ab"}, map[string]string{"cam-1-0": "ab", "cam-1-1": "C:a:ab"}, 2, "a",
+			0, false, []string{"ab"}, map[string]string{"cam-1-0": "ab", "cam-1-1": "C:a:ab"}},
+		{"malformed usage left alone", []string{"b"}, map[string]string{"cam-1-0": "x:a"}, 1, "a",
+			0, false, []string{"b"}, map[string]string{"cam-1-0": "x:a"}},
+		{"empty node name", []string{"b"}, map[string]string{"cam-1-0": ""}, 1, "",
+			0, false, []string{"b"}, map[string]string{"cam-1-0": ""}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := Instance{Name: "cam-1", Capacity: tt.capacity, Nodes: slices.Clone(tt.nodes), Usage: maps.Clone(tt.usage)}
+			freed, changed := in.ForgetNodeClaims(tt.node)
+			if freed != tt.wantFreed || changed != tt.wantChanged {
+				t.Fatalf("freed %d changed %v; want %d %v", freed, changed, tt.wantFreed, tt.wantChanged)
+			}
+			if !slices.Equal(in.Nodes, tt.wantNodes) || !maps.Equal(in.Usage, tt.wantUsage) {
+				t.Fatalf("nodes %v usage %v; want %v %v", in.Nodes, in.Usage, tt.wantNodes, tt.wantUsage)
+			}
+			if freed, changed := in.ForgetNodeClaims(tt.node); freed != 0 || changed {
+				t.Fatalf("a second ForgetNodeClaims freed %d, changed %v; want nothing", freed, changed)
+			}
+		})
+	}
+}
+
+func TestNodeNames(t *testing.T) {
+	tests := []struct {
+		name  string
+		nodes []string
+		usage map[string]string
+		want  []string
+	}{
+		{"none", nil, map[string]string{"cam-1-0": ""}, nil},
+		{"seen and claiming, once each", []string{"b", "a"},
+			map[string]string{"cam-1-0": "a", "cam-1-1": "C:0:c", "cam-1-2": "C:1:c", "cam-1-3": ""}, []string{"a", "b", "c"}},
+		{"malformed usage names no one", []string{"a"}, map[string]string{"cam-1-0": "x:y"}, []string{"a"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := Instance{Name: "cam-1", Nodes: tt.nodes, Usage: tt.usage}
+			if got := in.NodeNames(); !slices.Equal(got, tt.want) {
+				t.Fatalf("NodeNames() = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

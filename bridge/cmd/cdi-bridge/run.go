@@ -11,6 +11,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/cdiexec/cdi/bridge/departed"
 	"github.com/cdiexec/cdi/bridge/discovery"
 	"github.com/cdiexec/cdi/bridge/metrics"
 	"github.com/cdiexec/cdi/bridge/node"
@@ -23,6 +24,9 @@ type options struct {
 	execTimeout, discoveryPeriod                                        time.Duration
 	// The Instance store; storeReason says why it was chosen, for the log.
 	store, statePath, kubeconfig, namespace, storeReason string
+	// The Lease electing the bridge that clears departed nodes (kube
+	// store only); empty turns that off.
+	leaseName string
 	// Slot reclaim; an empty podResources turns it off.
 	podResources               string
 	reclaimGrace, reclaimEvery time.Duration
@@ -44,6 +48,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.statePath, "local-store", "/var/lib/cdi/bridge/instances.json", "the local store's file")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file for the kube store (default: the pod's in-cluster configuration)")
 	fs.StringVar(&o.namespace, "namespace", defaultNamespace(), "namespace of the Instance objects (default $POD_NAMESPACE, else the service account's, else cdi-system)")
+	fs.StringVar(&o.leaseName, "leader-election-lease", departed.DefaultLease, "Lease in --namespace electing the one bridge that clears the claims of deleted Nodes (kube store only); empty turns it off")
 	fs.StringVar(&o.podResources, "pod-resources-socket", "/var/lib/kubelet/pod-resources/kubelet.sock", "the kubelet's PodResources socket, for slot reclaim; empty turns reclaim off")
 	fs.DurationVar(&o.reclaimGrace, "reclaim-grace", reclaim.DefaultGrace, "how long a claimed slot may be held by no container before it is released")
 	fs.DurationVar(&o.reclaimEvery, "reclaim-period", 30*time.Second, "how often slot reclaim asks the kubelet which slots containers hold")
@@ -74,10 +79,15 @@ func run(ctx context.Context, args []string) error {
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	log.Info("starting", "node", o.nodeName, "confDir", o.confDir, "pluginPath", o.pluginPath, "domain", o.domain)
-	store, err := openStore(ctx, o, log)
+	store, cfg, err := openStore(ctx, o, log)
 	if err != nil {
 		return err
 	}
+	stopDeparted, err := startDeparted(ctx, o, cfg, store, log)
+	if err != nil {
+		return err
+	}
+	defer stopDeparted()
 	m := metrics.New()
 	n := node.New(node.Config{
 		NodeName: o.nodeName, Domain: o.domain, DevicePluginDir: o.dpDir, ExecTimeout: o.execTimeout, Store: store,

@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/cdiexec/cdi/bridge/departed"
 	"github.com/cdiexec/cdi/bridge/instance"
 	"github.com/cdiexec/cdi/bridge/instance/kube"
 	"github.com/cdiexec/cdi/bridge/instance/local"
@@ -31,21 +33,23 @@ const syncTimeout = 2 * time.Minute
 
 // openStore opens the Instance store --store selects. auto is the
 // Kubernetes store when --kubeconfig is set or the bridge runs in a pod
-// (in-cluster configuration found), else the local file.
-func openStore(ctx context.Context, o *options, log *slog.Logger) (instance.Store, error) {
+// (in-cluster configuration found), else the local file. For the
+// Kubernetes store it also returns the client configuration, nil for the
+// local one.
+func openStore(ctx context.Context, o *options, log *slog.Logger) (instance.Store, *rest.Config, error) {
 	kind, cfg, err := chooseStore(o)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if kind == storeLocal {
 		path := filepath.Clean(o.statePath)
 		log.Info("instance store: local file", "file", path, "reason", o.storeReason)
-		return local.New(path), nil
+		return local.New(path), nil, nil
 	}
 	cfg.UserAgent = "cdi-bridge/" + o.nodeName
 	client, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
+		return nil, nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	syncCtx, cancel := context.WithTimeout(ctx, syncTimeout)
 	defer cancel()
@@ -55,9 +59,44 @@ func openStore(ctx context.Context, o *options, log *slog.Logger) (instance.Stor
 		err = s.Synced(syncCtx)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("instance store at %s: %w", cfg.Host, err)
+		return nil, nil, fmt.Errorf("instance store at %s: %w", cfg.Host, err)
 	}
-	return s, nil
+	return s, cfg, nil
+}
+
+// startDeparted runs the departed-node janitor (bridge/departed) until
+// ctx ends or the returned stop is called, with the Kubernetes store
+// only: a local store is one node's, with no other nodes' claims in it.
+// stop waits until the janitor has let go of its Lease, so that when the
+// leader's bridge exits another takes over at once, not when the lease
+// runs out.
+func startDeparted(ctx context.Context, o *options, cfg *rest.Config, store instance.Store, log *slog.Logger) (stop func(), err error) {
+	ks, ok := store.(*kube.Store)
+	if !ok || cfg == nil {
+		return func() {}, nil
+	}
+	if o.leaseName == "" {
+		log.Warn("departed nodes' claims are not cleared: --leader-election-lease is empty")
+		return func() {}, nil
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	j, err := departed.New(departed.Config{Client: client, Store: ks, Node: o.nodeName, Namespace: o.namespace,
+		Lease: o.leaseName, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := j.Run(ctx); err != nil {
+			log.Error("departed-node janitor stopped", "err", err)
+		}
+	}()
+	return func() { cancel(); <-done }, nil
 }
 
 // chooseStore resolves --store, and for the Kubernetes store loads the

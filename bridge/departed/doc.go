@@ -1,0 +1,24 @@
+// Package departed clears the claims of nodes that have left the cluster.
+//
+// A node's bridge frees its own slots when their containers end (slot
+// reclaim), but a node that is gone for good, its Node object deleted,
+// has no bridge left to do so: its claims would hold the shared devices'
+// slots forever, and its name would keep its Instances alive. The
+// Janitor runs in every bridge of the Kubernetes store; one of them at a
+// time, chosen by client-go leader election on a Lease, watches the
+// Nodes and, when one is deleted, frees every slot it holds at either
+// level and removes it from every Instance's nodes (kube.Store.ForgetNode);
+// an Instance that then no node sees and nobody uses is deleted. When it
+// starts leading it also sweeps: a node named in the Instances that has
+// no Node object left while no leader was watching.
+//
+// Only the absence of a Node object counts as departure, checked with the
+// API server just before clearing: a node whose bridge merely restarts,
+// or whose kubelet is briefly down, keeps its Node and so its claims. A
+// bridge whose own Node object does not exist (its --node-name names no
+// Node: a test, or a misconfiguration) does not take part, since to it
+// every node, itself included, would look departed.
+//
+// The leader needs, in the bridge's namespace, leases get, create and
+// update; nodes get, list and watch; and what the Instance store needs.
+package departed

@@ -1,0 +1,316 @@
+package departed
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/cdiexec/cdi/bridge/instance"
+	"github.com/cdiexec/cdi/bridge/instance/kube"
+	"github.com/cdiexec/cdi/bridge/internal/apitest"
+)
+
+// bridgeUser is the identity every test janitor runs as, with exactly the
+// rights the bridge is granted: if leader election or the janitor needed
+// another verb, the tests would fail.
+const bridgeUser = "bridge"
+
+// Test timing: fast enough for tests, and the lease a whole number of
+// seconds, since the Lease records it in seconds.
+const (
+	testLease  = 2 * time.Second
+	testRenew  = time.Second
+	testRetry  = 200 * time.Millisecond
+	waitLimit  = 20 * time.Second
+	pollPeriod = 20 * time.Millisecond
+)
+
+// grantBridge gives bridgeUser, cluster-wide, the nodes and Instances
+// rules of the bridge's RBAC; leases come per namespace (newCluster).
+func grantBridge(t *testing.T, admin kubernetes.Interface) {
+	t.Helper()
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "cdi-bridge-test"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{kube.Group}, Resources: []string{"instances"},
+			Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
+	}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "cdi-bridge-test"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: bridgeUser}}}
+	rbac := admin.RbacV1()
+	if _, err := rbac.ClusterRoles().Create(t.Context(), role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rbac.ClusterRoleBindings().Create(t.Context(), binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// cluster is one test's namespace, with Node objects, an admin's store to
+// arrange Instances through, and the record of the janitors' calls.
+type cluster struct {
+	t     *testing.T
+	env   *apitest.Env
+	ns    string
+	admin kubernetes.Interface
+	setup *kube.Store
+	rec   *recorder
+}
+
+// server is the test's API server and its admin's client.
+type server struct {
+	env   *apitest.Env
+	admin kubernetes.Interface
+}
+
+// newCluster makes a namespace in which bridgeUser may elect a leader,
+// and a Node object for each of nodes. Nodes are cluster-wide: every
+// test names its own.
+func newCluster(t *testing.T, s server, nodes ...string) *cluster {
+	t.Helper()
+	c := &cluster{t: t, env: s.env, ns: s.env.Namespace(t), admin: s.admin, rec: &recorder{}}
+	// As bridge/deploy/rbac.yaml has it: get and update of the one Lease
+	// by name; create cannot be limited to a name.
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "leases"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{DefaultLease},
+			Verbs: []string{"get", "update"}},
+	}}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "leases"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: bridgeUser}}}
+	if _, err := s.admin.RbacV1().Roles(c.ns).Create(t.Context(), role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.admin.RbacV1().RoleBindings(c.ns).Create(t.Context(), binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.createNodes(nodes...)
+	c.setup = c.store(s.env.Config)
+	return c
+}
+
+// createNodes creates a Node object, with just a name, for each of nodes.
+func (c *cluster) createNodes(nodes ...string) {
+	c.t.Helper()
+	for _, n := range nodes {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}
+		if _, err := c.admin.CoreV1().Nodes().Create(c.t.Context(), node, metav1.CreateOptions{}); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+}
+
+// store is a kube.Store of the test's namespace with a client of cfg's,
+// watching until the test's cleanups.
+func (c *cluster) store(cfg *rest.Config) *kube.Store {
+	c.t.Helper()
+	client, err := dynamic.NewForConfig(rest.CopyConfig(cfg))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	c.t.Cleanup(stop)
+	s, err := kube.New(ctx, client, c.ns)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return s
+}
+
+// startJanitor runs a janitor as node's bridge would, with a client and a
+// store of its own, until the returned stop is called or the test ends.
+// Its log is shown when the test fails.
+func (c *cluster) startJanitor(node string) (stop func()) {
+	c.t.Helper()
+	cfg, err := c.env.ConfigFor(bridgeUser)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	logs := &syncBuffer{}
+	j, err := New(Config{Client: client, Store: &counted{Store: c.store(cfg), who: node, rec: c.rec}, Node: node,
+		Namespace: c.ns, LeaseDuration: testLease, RenewDeadline: testRenew, RetryPeriod: testRetry,
+		NodePoll: testRetry, Logger: logs.logger()})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- j.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				c.t.Errorf("janitor %s: %v", node, err)
+			}
+		})
+	}
+	c.t.Cleanup(func() {
+		stop()
+		if c.t.Failed() {
+			c.t.Logf("janitor %s's log:\n%s", node, logs.String())
+		}
+	})
+	return stop
+}
+
+// leader waits until the Lease names a holder whose sweeps number more
+// than after, and returns it: that leader watches the Nodes and has
+// swept.
+func (c *cluster) leader(after map[string]int) string {
+	c.t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for time.Now().Before(deadline) {
+		lease, err := c.admin.CoordinationV1().Leases(c.ns).Get(c.t.Context(), DefaultLease, metav1.GetOptions{})
+		if err == nil && lease.Spec.HolderIdentity != nil {
+			if holder := *lease.Spec.HolderIdentity; holder != "" && c.rec.sweeps(holder) > after[holder] {
+				return holder
+			}
+		}
+		time.Sleep(pollPeriod)
+	}
+	c.t.Fatalf("no leader has swept within %v; sweeps %v", waitLimit, c.rec.allSweeps())
+	return ""
+}
+
+// waitFor waits until cond holds of the Instances as the admin's store
+// sees them.
+func (c *cluster) waitFor(what string, cond func(map[string]instance.Instance) bool) {
+	c.t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	var last map[string]instance.Instance
+	for time.Now().Before(deadline) {
+		last = c.instances()
+		if cond(last) {
+			return
+		}
+		time.Sleep(pollPeriod)
+	}
+	c.t.Fatalf("%s: not within %v; instances %+v", what, waitLimit, last)
+}
+
+// instances are the Instances by name, as the admin's store sees them.
+func (c *cluster) instances() map[string]instance.Instance {
+	c.t.Helper()
+	all, err := c.setup.List(c.t.Context())
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	out := map[string]instance.Instance{}
+	for _, in := range all {
+		out[in.Name] = in
+	}
+	return out
+}
+
+// arrange records, as the nodes' own bridges would, that each node of
+// seen sees the devices and that claims are made.
+func (c *cluster) arrange(seen map[string][]instance.Instance, claims ...instance.Claim) {
+	c.t.Helper()
+	for _, node := range slices.Sorted(maps.Keys(seen)) {
+		if err := c.setup.Observe(c.t.Context(), node, "cam", seen[node]); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+	if err := c.setup.Claim(c.t.Context(), claims); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// syncBuffer is a log that janitors' goroutines may write to after the
+// test has ended, unlike t.Log.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (b *syncBuffer) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// recorder keeps every janitor's calls of the Store, as counted reports
+// them.
+type recorder struct {
+	mu sync.Mutex
+	// lists counts sweeps (List is only called by a sweep) by janitor.
+	lists map[string]int
+	// forgets are the ForgetNode calls.
+	forgets []forget
+}
+
+type forget struct {
+	who, node string
+	freed     int
+}
+
+func (r *recorder) sweeps(who string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lists[who]
+}
+
+func (r *recorder) allSweeps() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.lists)
+}
+
+func (r *recorder) calls() []forget {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.forgets)
+}
+
+// counted is a janitor's Store, reporting its calls to rec.
+type counted struct {
+	Store
+	who string
+	rec *recorder
+}
+
+func (c *counted) List(ctx context.Context) ([]instance.Instance, error) {
+	c.rec.mu.Lock()
+	if c.rec.lists == nil {
+		c.rec.lists = map[string]int{}
+	}
+	c.rec.lists[c.who]++
+	c.rec.mu.Unlock()
+	return c.Store.List(ctx)
+}
+
+func (c *counted) ForgetNode(ctx context.Context, node string) (int, error) {
+	freed, err := c.Store.ForgetNode(ctx, node)
+	c.rec.mu.Lock()
+	c.rec.forgets = append(c.rec.forgets, forget{who: c.who, node: node, freed: freed})
+	c.rec.mu.Unlock()
+	return freed, err
+}
