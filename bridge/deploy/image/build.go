@@ -33,7 +33,7 @@ const (
 )
 
 // tools are the commands the image carries besides the plugins.
-var tools = map[string]string{"cdi-bridge": "./bridge/cmd/cdi-bridge", "cditool": "./spec/cmd/cditool"}
+var tools = map[string]string{"cdi-bridge": "./bridge/cmd/cdi-bridge", "cditool": "./spec/cmd/cditool", "cdi-install": "./bridge/deploy/cdi-install"}
 
 // build compiles the binaries, builds the image and writes the tarball.
 // It returns the image's digest.

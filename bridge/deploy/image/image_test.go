@@ -62,7 +62,7 @@ func TestImage(t *testing.T) {
 // checkLayer wants every binary static and executable, and the drop-ins.
 func checkLayer(t *testing.T, r io.Reader) {
 	want := map[string]bool{
-		"usr/local/bin/cdi-bridge": true, "usr/local/bin/cditool": true,
+		"usr/local/bin/cdi-bridge": true, "usr/local/bin/cditool": true, "usr/local/bin/cdi-install": true,
 		"opt/cdi/bin/drm": true, "opt/cdi/bin/generic": true, "opt/cdi/bin/generic-tty": true, "opt/cdi/bin/endpoint": true,
 		"usr/share/cdi/conf.d/gpu.d/drm.conf": false, "usr/share/cdi/conf.d/tty.d/generic.conf": false,
 	}

@@ -1,0 +1,12 @@
+// Package deploy holds the bridge's Kubernetes manifests as a kustomize
+// layout (kubectl apply -k bridge/deploy): the cdi-system namespace, the
+// Instance CRD (crd/), the bridge's ServiceAccount with least-privilege
+// RBAC, and the DaemonSet, whose image ./image builds and whose init step
+// is ./cdi-install.
+//
+// The package has no code of its own, only tests: they render the
+// kustomization as kustomize would and apply every object to a real API
+// server (bridge/internal/apitest), run a real cdi-bridge holding the
+// manifests' permissions and nothing more, and check that everything
+// outside them is refused.
+package deploy
