@@ -21,14 +21,16 @@ const (
 // drop-ins, the plugins' state and the Instance store.
 type bridgeFiles struct {
 	confDir, store string
+	// state is the plugins' stateDir.
+	state string
 }
 
 // newBridgeFiles copies the project's drop-ins with root pointed at the
 // fixture host and stateDir at a directory of the test.
 func newBridgeFiles(t *testing.T) bridgeFiles {
 	t.Helper()
-	f := bridgeFiles{confDir: t.TempDir(), store: filepath.Join(t.TempDir(), "instances.json")}
 	state := t.TempDir()
+	f := bridgeFiles{confDir: t.TempDir(), store: filepath.Join(t.TempDir(), "instances.json"), state: state}
 	drops, err := filepath.Glob(filepath.Join(build.root, "conf.d", "*", "*.conf"))
 	if err != nil || len(drops) == 0 {
 		t.Fatalf("no drop-ins under %s/conf.d (%v)", build.root, err)

@@ -1,6 +1,7 @@
 package kubelet
 
 import (
+	"path/filepath"
 	"slices"
 	"syscall"
 	"testing"
@@ -52,6 +53,44 @@ func TestBridgeRestart(t *testing.T) {
 			b = startBridge(t, k, files)
 			held.checkSurvived(t, k, b)
 		})
+	}
+}
+
+// TestNodeRestart: the node reboots under a running pod's feet. The
+// plugins' state files come back from the earlier boot, so the plugins
+// release every allocation in them (their boot id no longer matches);
+// the kubelet replays its cached allocations, and the bridge, starting
+// again on the same Instance store, keeps every claim: the same ids stay
+// held, and new pods get only the GPU nobody holds.
+func TestNodeRestart(t *testing.T) {
+	k := startKubelet(t)
+	files := newBridgeFiles(t)
+	b := startBridge(t, k, files)
+	k.waitCapacity(t, b, baseline())
+	held := holdGPUs(t, k, b)
+	b.stop(t, syscall.SIGKILL)
+	rebootStateFiles(t, files.state)
+	k.restart(t)
+	b = startBridge(t, k, files)
+	held.checkSurvived(t, k, b)
+}
+
+// rebootStateFiles makes every plugin state file one from another boot.
+func rebootStateFiles(t *testing.T, dir string) {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(dir, "*", "*.json"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no plugin state files under %s (%v)", dir, err)
+	}
+	for _, path := range paths {
+		var doc map[string]any
+		if err := readJSON(path, &doc); err != nil {
+			t.Fatal(err)
+		}
+		doc["bootID"] = "an-earlier-boot"
+		if err := writeJSON(path, doc); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
