@@ -56,9 +56,11 @@ lint:
 	cd $(E2E) && $(GO) vet ./...
 
 # Each part prints its table; ratios are against floors measured in the
-# same run. The bridge's benchmarks will join here.
+# same run. The bridge's part starts etcd and a kube-apiserver (built once,
+# cached) for its Kubernetes store figures.
 bench:
 	$(GO) run ./plugins/internal/bench
+	$(GO) run ./bridge/internal/bench
 
 demo: build
 	./testdata/demo.sh

@@ -1,0 +1,30 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+)
+
+func main() {
+	o := options{raceNodes: []int{3, 4}}
+	flag.IntVar(&o.rounds, "n", 200, "timed Allocate rounds per subject, after a warm-up")
+	flag.IntVar(&o.scaleDevices, "devices", 200, "endpoints of the big bridge in the start-up measurement")
+	flag.IntVar(&o.scaleCapacity, "capacity", 4, "slots per endpoint in the start-up measurement")
+	flag.IntVar(&o.scaleRuns, "starts", 3, "starts of each bridge size")
+	flag.IntVar(&o.raceRounds, "race", 50, "rounds of each race for the last slot")
+	flag.BoolVar(&o.kube, "kube", true, "measure the kube store too (starts etcd and a kube-apiserver)")
+	flag.Parse()
+	if o.rounds < 1 || o.scaleDevices < 1 || o.scaleCapacity < 1 || o.scaleRuns < 1 || o.raceRounds < 1 {
+		fmt.Fprintln(os.Stderr, "bridge bench: -n, -devices, -capacity, -starts and -race must be at least 1")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, o, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "bridge bench:", err)
+		os.Exit(1)
+	}
+}
