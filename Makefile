@@ -18,7 +18,7 @@ help:
 	@echo "make build     plugins and tools into bin/ ($(PLUGINS) $(TOOLS))"
 	@echo "make install   plugins to DESTDIR$(PLUGINDIR), drop-ins to DESTDIR$(CONFDIR), tools to DESTDIR$(PREFIX)/bin"
 	@echo "make test      vet, then every test with the race detector (main module, then $(E2E))"
-	@echo "make lint      gofmt and go vet"
+	@echo "make lint      gofmt, go vet, and go.mod tidy in both modules"
 	@echo "make bench     benchmarks, printed as ratios against floors measured in the same run"
 	@echo "make demo      build, install into a temporary prefix and walk through the protocol"
 	@echo "make image     the bridge's container image as bin/cdi-bridge-image.tar (IMAGE=name:tag, ARCH=amd64|arm64)"
@@ -54,6 +54,10 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	cd $(E2E) && $(GO) vet ./...
+	@# bridge/e2e requires the main module through a replace: a new
+	@# requirement there must be tidied into it too.
+	$(GO) mod tidy -diff
+	cd $(E2E) && $(GO) mod tidy -diff
 
 # Each part prints its table; ratios are against floors measured in the
 # same run. The bridge's part starts etcd and a kube-apiserver (built once,
