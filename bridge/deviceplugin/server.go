@@ -2,6 +2,7 @@ package deviceplugin
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -58,9 +59,16 @@ func (s *server) ListAndWatch(_ *pluginapi.Empty, stream pluginapi.DevicePlugin_
 	s.streams++
 	s.mu.Unlock()
 	defer func() { s.mu.Lock(); s.streams--; s.closed = time.Now(); s.mu.Unlock() }()
-	for {
-		if err := stream.Send(&pluginapi.ListAndWatchResponse{Devices: toAPI(s.handler.Devices())}); err != nil {
-			return err
+	var last []Device
+	for first := true; ; first = false {
+		// A change signal need not change this resource's list (a claim
+		// elsewhere in the pool, the store announcing a write twice): the
+		// kubelet is sent only lists that differ from the last.
+		if devs := s.handler.Devices(); first || !sameDevices(devs, last) {
+			if err := stream.Send(&pluginapi.ListAndWatchResponse{Devices: toAPI(devs)}); err != nil {
+				return err
+			}
+			last = devs
 		}
 		select {
 		case <-changes:
@@ -86,6 +94,13 @@ func (s *server) GetPreferredAllocation(ctx context.Context, req *pluginapi.Pref
 
 func (s *server) PreStartContainer(context.Context, *pluginapi.PreStartContainerRequest) (*pluginapi.PreStartContainerResponse, error) {
 	return &pluginapi.PreStartContainerResponse{}, nil
+}
+
+// sameDevices reports whether two lists are the same, in the same order.
+func sameDevices(a, b []Device) bool {
+	return slices.EqualFunc(a, b, func(x, y Device) bool {
+		return x.ID == y.ID && x.Healthy == y.Healthy && slices.Equal(x.NUMANodes, y.NUMANodes)
+	})
 }
 
 func toAPI(devs []Device) []*pluginapi.Device {
