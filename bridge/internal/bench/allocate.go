@@ -101,9 +101,9 @@ func (r *rig) allocate(ctx context.Context, level string) (sample, error) {
 // affected streams, the device's Instance-level one (il) and the pool's,
 // and returns when the later arrived. With capacity 1, an Instance-level
 // claim takes the device out of the pool's offer, and a pool claim marks
-// the slot unhealthy on the Instance-level stream; the other stream of
-// each gets the same content again, recognised as the first list after
-// the call began (nothing else changes the store during the run).
+// the slot unhealthy on the Instance-level stream; a stream whose list
+// does not change is sent nothing, and its zero time leaves the later
+// of the two to the stream that changed.
 func (r *rig) updates(level, il, slot string, before map[string]int) (time.Time, error) {
 	ilOK := func(devs []*pluginapi.Device) bool { return health(devs, slot) == pluginapi.Unhealthy }
 	poolOK := func(devs []*pluginapi.Device) bool { return len(devs) == ttyDevices }

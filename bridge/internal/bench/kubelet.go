@@ -143,15 +143,23 @@ func (k *kubelet) firstLists() map[string]time.Time {
 }
 
 // waitList waits for the first list of resource, from index from on,
-// that ok accepts, and returns it.
+// that ok accepts, and returns it. A stream sends only lists that differ
+// from its last, so when the list it sent last, before from, already
+// fits, nothing new will come: that one is returned with a zero time,
+// meaning no update was needed.
 func (k *kubelet) waitList(resource string, from int, timeout time.Duration, ok func([]*pluginapi.Device) bool) (list, error) {
 	return waitCond(k, timeout, func() (list, bool) {
-		if s := k.streams[resource]; s != nil {
-			for _, l := range s.lists[min(from, len(s.lists)):] {
-				if ok(l.devs) {
-					return l, true
-				}
+		s := k.streams[resource]
+		if s == nil || len(s.lists) == 0 {
+			return list{}, false
+		}
+		for _, l := range s.lists[min(from, len(s.lists)):] {
+			if ok(l.devs) {
+				return l, true
 			}
+		}
+		if last := s.lists[len(s.lists)-1]; len(s.lists) <= from && ok(last.devs) {
+			return list{devs: last.devs}, true
 		}
 		return list{}, false
 	}, func() string { return fmt.Sprintf("a list of %s from #%d on that fits", resource, from) })
