@@ -40,42 +40,85 @@ type Allocator struct {
 // Allocate claims every grant of the call at once, then runs ADD for each,
 // container by container. It is all or nothing: on any failure the
 // grants already added are deleted and every claim of the call released.
+// The first ADD's process starts while the claim is written and gets its
+// input only once the claim holds (invoke.Plugin.AddAfter): the store is
+// still the truth before any plugin acts, and the plugin's start-up is
+// not added to the claim's time.
 func (a *Allocator) Allocate(ctx context.Context, containers [][]Grant) (*pluginapi.AllocateResponse, error) {
 	var claims []instance.Claim
+	var grants []Grant
 	for _, c := range containers {
 		for _, g := range c {
 			claims = append(claims, g.Claim)
+			grants = append(grants, g)
 		}
 	}
-	if err := a.Store.Claim(ctx, claims); err != nil {
+	if len(grants) == 0 {
+		return &pluginapi.AllocateResponse{}, nil
+	}
+	claimed := make(chan error, 1)
+	first := a.startAdd(ctx, grants[0], claimed)
+	err := a.Store.Claim(ctx, claims)
+	claimed <- err
+	if err != nil {
+		<-first                                           // the plugin stopped, unread
 		return nil, fmt.Errorf("claiming slots: %w", err) // Claim changed nothing
 	}
 	resp := &pluginapi.AllocateResponse{}
 	var added []Grant
-	for _, c := range containers {
+	for i, c := range containers {
 		cr := &pluginapi.ContainerAllocateResponse{}
-		for _, g := range c {
-			r, err := a.add(ctx, g)
-			if err != nil {
+		for j, g := range c {
+			var r addOutcome
+			if i == 0 && j == 0 {
+				r = <-first
+			} else {
+				r.result, r.err = a.add(ctx, g)
+			}
+			if r.err != nil {
 				a.undo(added, containers)
-				return nil, err
+				return nil, r.err
 			}
 			added = append(added, g)
-			addToResponse(cr, r, a.Prefix, g.Claim.Slot, g.VDev)
+			addToResponse(cr, r.result, a.Prefix, g.Claim.Slot, g.VDev)
 		}
 		resp.ContainerResponses = append(resp.ContainerResponses, cr)
 	}
 	return resp, nil
 }
 
+// addOutcome is what one ADD returned.
+type addOutcome struct {
+	result *spec.AddResult
+	err    error
+}
+
+// startAdd runs g's ADD in the background, its input held back until
+// ready yields nil (invoke.Plugin.AddAfter).
+func (a *Allocator) startAdd(ctx context.Context, g Grant, ready <-chan error) <-chan addOutcome {
+	out := make(chan addOutcome, 1)
+	go func() {
+		r, err := a.addWith(ctx, g, func(ctx context.Context, req invoke.AddRequest) (*spec.AddResult, error) {
+			return g.Plugin.AddAfter(ctx, req, ready)
+		})
+		out <- addOutcome{r, err}
+	}()
+	return out
+}
+
 func (a *Allocator) add(ctx context.Context, g Grant) (*spec.AddResult, error) {
+	return a.addWith(ctx, g, g.Plugin.Add)
+}
+
+// addWith runs g's ADD through run, under the Allocator's timeout.
+func (a *Allocator) addWith(ctx context.Context, g Grant, run func(context.Context, invoke.AddRequest) (*spec.AddResult, error)) (*spec.AddResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, a.timeout())
 	defer cancel()
 	req, err := spec.ParseRequest(g.Resource + ":1")
 	if err != nil {
 		return nil, err
 	}
-	r, err := g.Plugin.Add(ctx, invoke.AddRequest{Request: req, RequestID: g.Claim.Slot, Devices: []string{g.DeviceID}})
+	r, err := run(ctx, invoke.AddRequest{Request: req, RequestID: g.Claim.Slot, Devices: []string{g.DeviceID}})
 	if err != nil {
 		return nil, fmt.Errorf("ADD of slot %s (device %s): %w", g.Claim.Slot, g.DeviceID, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -72,8 +73,13 @@ var _ Exec = ProcessExec{}
 
 // ExecPlugin implements Exec.
 func (e ProcessExec) ExecPlugin(ctx context.Context, path string, stdin []byte, env []string) (*Output, error) {
+	return e.execReader(ctx, path, func() io.Reader { return bytes.NewReader(stdin) }, env)
+}
+
+// execReader runs the plugin with stdin from a fresh reader per attempt.
+func (e ProcessExec) execReader(ctx context.Context, path string, stdin func() io.Reader, env []string) (*Output, error) {
 	for attempt := 0; ; attempt++ {
-		out, err := e.run(ctx, path, stdin, env)
+		out, err := e.run(ctx, path, stdin(), env)
 		if !errors.Is(err, syscall.ETXTBSY) || attempt == textBusyRetries {
 			return out, err
 		}
@@ -85,13 +91,13 @@ func (e ProcessExec) ExecPlugin(ctx context.Context, path string, stdin []byte, 
 	}
 }
 
-func (e ProcessExec) run(ctx context.Context, path string, stdin []byte, env []string) (*Output, error) {
+func (e ProcessExec) run(ctx context.Context, path string, stdin io.Reader, env []string) (*Output, error) {
 	stdout := &limitedBuffer{limit: orDefault(e.MaxStdout, MaxStdoutSize), failOnOverflow: true}
 	stderr := &limitedBuffer{limit: orDefault(e.MaxStderr, MaxStderrSize)}
 	cmd := exec.CommandContext(ctx, path)
 	// A nil Env would make the child inherit ours; see Plugin for why not.
 	cmd.Env = append([]string{}, env...)
-	cmd.Stdin = bytes.NewReader(stdin)
+	cmd.Stdin = stdin
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -84,13 +84,21 @@ func (c call) environ() []string {
 
 // run executes c and decodes stdout into result (nil for DEL).
 func (p *Plugin) run(ctx context.Context, c call, result any) error {
-	ctx, cancel := p.withTimeout(ctx)
-	defer cancel()
 	ex := p.Exec
 	if ex == nil {
 		ex = ProcessExec{}
 	}
-	out, err := ex.ExecPlugin(ctx, p.Path, p.Config, c.environ())
+	return p.runWith(ctx, c, result, func(ctx context.Context) (*Output, error) {
+		return ex.ExecPlugin(ctx, p.Path, p.Config, c.environ())
+	})
+}
+
+// runWith is run with the exec given: under the plugin's timeout, its
+// output decoded into result.
+func (p *Plugin) runWith(ctx context.Context, c call, result any, exec func(context.Context) (*Output, error)) error {
+	ctx, cancel := p.withTimeout(ctx)
+	defer cancel()
+	out, err := exec(ctx)
 	if err != nil {
 		return fmt.Errorf("%s: %w", c.command, err)
 	}
@@ -237,8 +245,21 @@ func joinInts(ns []int) string {
 
 // Add runs ADD. Pinning devices needs protocol 0.1.0.
 func (p *Plugin) Add(ctx context.Context, req AddRequest) (*spec.AddResult, error) {
-	if err := req.check(); err != nil {
+	c, err := p.addCall(ctx, req)
+	if err != nil {
 		return nil, err
+	}
+	var r spec.AddResult
+	if err := p.run(ctx, c, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// addCall checks req and negotiates the version its parameters need.
+func (p *Plugin) addCall(ctx context.Context, req AddRequest) (call, error) {
+	if err := req.check(); err != nil {
+		return call{}, err
 	}
 	min := spec.Version001
 	if len(req.Devices) > 0 {
@@ -246,10 +267,36 @@ func (p *Plugin) Add(ctx context.Context, req AddRequest) (*spec.AddResult, erro
 	}
 	v, err := p.negotiateAtLeast(ctx, min, skel.EnvRequestDevices)
 	if err != nil {
+		return call{}, err
+	}
+	return call{command: skel.CmdAdd, version: v, params: req.params()}, nil
+}
+
+// AddAfter is Add with the plugin started at once but given its input
+// only when ready yields nil, so that its start-up overlaps what the
+// caller must finish first; an error from ready stops it unread and is
+// returned wrapped with ErrNotRun. With an Exec that cannot start early
+// (not an ExecAfter), it waits for ready, then runs Add.
+func (p *Plugin) AddAfter(ctx context.Context, req AddRequest, ready <-chan error) (*spec.AddResult, error) {
+	ex, ok := p.Exec.(ExecAfter)
+	if p.Exec == nil {
+		ex, ok = ProcessExec{}, true
+	}
+	if !ok {
+		if err := <-ready; err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrNotRun, p.Path, err)
+		}
+		return p.Add(ctx, req)
+	}
+	c, err := p.addCall(ctx, req)
+	if err != nil {
 		return nil, err
 	}
 	var r spec.AddResult
-	if err := p.run(ctx, call{command: skel.CmdAdd, version: v, params: req.params()}, &r); err != nil {
+	err = p.runWith(ctx, c, &r, func(ctx context.Context) (*Output, error) {
+		return ex.ExecPluginAfter(ctx, p.Path, p.Config, c.environ(), ready)
+	})
+	if err != nil {
 		return nil, err
 	}
 	return &r, nil

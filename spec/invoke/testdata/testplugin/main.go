@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -150,6 +151,12 @@ func add(a *skel.Args) (*spec.AddResult, error) {
 			r.Env[k] = v
 		}
 		return r, nil
+	}
+	if dir := a.Config.Arg("markDir").String(); dir != "" {
+		// Leave a trace of the ADD, for tests of when it ran.
+		if err := os.WriteFile(filepath.Join(dir, a.RequestID), nil, 0o644); err != nil {
+			return nil, spec.NewError(spec.CodeInternal, "%v", err)
+		}
 	}
 	r := addResult(a)
 	if len(a.Devices) > 0 {
