@@ -111,7 +111,7 @@ func printPropagation(w io.Writer, results []result) {
 	fmt.Fprintf(w, "target: p99 under %s ms on one node. The claim is written before the plugin's ADD runs, so the update\n", ms(maxPropagation))
 	fmt.Fprintln(w, "usually overtakes the response; \"from the call\" is the call's start to the last update.")
 	fmt.Fprintln(w, "The rig's local store has its poll for other writers off (the rig is the file's only writer); on a node")
-	fmt.Fprintln(w, "it also announces each of the bridge's own writes again, up to 250 ms later, as lists on every stream.")
+	fmt.Fprintln(w, "it also signals each of the bridge's own writes again, up to 250 ms later; streams whose lists did not change send nothing.")
 }
 
 // printWrites prints the kube store's API writes per allocation.
