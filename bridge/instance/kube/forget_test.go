@@ -67,15 +67,9 @@ func testForgetNode(t *testing.T, env *apitest.Env) {
 // find is the named Instance in s's view; it fails the test when absent.
 func find(t *testing.T, s *Store, name string) instance.Instance {
 	t.Helper()
-	all, err := s.List(t.Context())
-	if err != nil {
-		t.Fatal(err)
+	in, ok := lookup(t, s, name)
+	if !ok {
+		t.Fatalf("no instance %s", name)
 	}
-	for _, in := range all {
-		if in.Name == name {
-			return in
-		}
-	}
-	t.Fatalf("no instance %s", name)
-	return instance.Instance{}
+	return in
 }

@@ -55,8 +55,8 @@ func observe(t *testing.T, s *Store, node string, seen ...instance.Instance) {
 	}
 }
 
-// usage is the slot's value in s's view.
-func usage(t *testing.T, s *Store, name, slot string) (string, bool) {
+// lookup is the named Instance in s's view, if there is one.
+func lookup(t *testing.T, s *Store, name string) (instance.Instance, bool) {
 	t.Helper()
 	all, err := s.List(t.Context())
 	if err != nil {
@@ -64,11 +64,18 @@ func usage(t *testing.T, s *Store, name, slot string) (string, bool) {
 	}
 	for _, in := range all {
 		if in.Name == name {
-			v, ok := in.Usage[slot]
-			return v, ok
+			return in, true
 		}
 	}
-	return "", false
+	return instance.Instance{}, false
+}
+
+// usage is the slot's value in s's view.
+func usage(t *testing.T, s *Store, name, slot string) (string, bool) {
+	t.Helper()
+	in, ok := lookup(t, s, name)
+	v, has := in.Usage[slot]
+	return v, ok && has
 }
 
 // waitUsage waits until s's view of slot is want, and says how long that
@@ -185,8 +192,6 @@ func testOtherWriters(t *testing.T, env *apitest.Env) {
 		t.Fatal(err)
 	}
 	raw := client.Resource(Resource).Namespace(ns)
-	ch, cancel := s.Changes()
-	defer cancel()
 	slot := instance.SlotID(cam.Name, 0)
 	for i := range 30 {
 		// Another node's bridge takes slot 1, or gives it back.
@@ -208,12 +213,17 @@ func testOtherWriters(t *testing.T, env *apitest.Env) {
 			t.Fatal(err)
 		}
 	}
+	// The Store wrote last; a later write of another node's, seen only
+	// through the informer, must both signal and replace that in its view.
+	ch, cancel := s.Changes()
+	defer cancel()
+	setUsage(t, raw, cam.Name, instance.SlotID(cam.Name, 1), "n8")
 	select {
 	case <-ch:
 	case <-time.After(5 * time.Second):
-		t.Fatal("no change signal for other writers' updates")
+		t.Fatal("no change signal for another writer's update")
 	}
-	waitUsage(t, s, cam.Name, instance.SlotID(cam.Name, 1), "", 5*time.Second)
+	waitUsage(t, s, cam.Name, instance.SlotID(cam.Name, 1), "n8", 5*time.Second)
 	t.Logf("stats: %+v", s.Stats())
 }
 
