@@ -9,6 +9,7 @@ import (
 	"github.com/cdiexec/cdi/bridge/deviceplugin"
 	"github.com/cdiexec/cdi/bridge/discovery"
 	"github.com/cdiexec/cdi/bridge/instance"
+	"github.com/cdiexec/cdi/bridge/internal/fanout"
 )
 
 // Config is what a Node needs. Zero durations take their defaults.
@@ -56,12 +57,13 @@ type Node struct {
 	// allocMu is held shared by every Allocate and exclusively by each
 	// slot reclaim pass.
 	allocMu sync.RWMutex
+	// streams tells every device plugin's ListAndWatch to send again.
+	streams fanout.Fanout
 
 	mu        sync.Mutex
 	pools     map[string]discovery.Pool    // by pool name
 	instances map[string]instance.Instance // the store's, by name
 	running   map[string]context.CancelFunc
-	subs      map[chan struct{}]bool
 	ready     bool
 	plugins   sync.WaitGroup // the running device plugins
 }
@@ -72,7 +74,7 @@ func New(cfg Config) *Node {
 		cfg:   cfg,
 		alloc: &Allocator{Store: cfg.Store, Timeout: cfg.ExecTimeout, Prefix: cfg.Domain, Logger: cfg.Logger},
 		pools: map[string]discovery.Pool{}, instances: map[string]instance.Instance{},
-		running: map[string]context.CancelFunc{}, subs: map[chan struct{}]bool{},
+		running: map[string]context.CancelFunc{},
 	}
 }
 
@@ -126,25 +128,10 @@ func (n *Node) refresh(ctx context.Context) {
 	n.notify()
 }
 
-func (n *Node) notify() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	for ch := range n.subs {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
-}
+func (n *Node) notify() { n.streams.Notify() }
 
 // changes is the feed every handler's Changes hands out.
-func (n *Node) changes() (<-chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
-	n.mu.Lock()
-	n.subs[ch] = true
-	n.mu.Unlock()
-	return ch, func() { n.mu.Lock(); delete(n.subs, ch); n.mu.Unlock() }
-}
+func (n *Node) changes() (<-chan struct{}, func()) { return n.streams.Subscribe() }
 
 // pool returns the served pool of that name.
 func (n *Node) pool(name string) (discovery.Pool, bool) {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/cdiexec/cdi/bridge/instance"
+	"github.com/cdiexec/cdi/bridge/internal/fanout"
 )
 
 // Store is an instance.Store of Instance objects in one namespace. It is
@@ -24,8 +25,9 @@ type Store struct {
 	informer  cache.SharedIndexInformer
 	backoff   Backoff
 
-	mu   sync.Mutex
-	subs map[chan struct{}]bool
+	changes fanout.Fanout
+
+	mu sync.Mutex
 	// recent are this Store's writes the informer has not caught up with,
 	// by name.
 	recent map[string]recentWrite
@@ -63,7 +65,7 @@ func Start(ctx context.Context, client dynamic.Interface, namespace string) (*St
 	s := &Store{
 		client: client.Resource(Resource).Namespace(namespace), namespace: namespace,
 		informer: factory.ForResource(Resource).Informer(), backoff: DefaultBackoff,
-		subs: map[chan struct{}]bool{}, recent: map[string]recentWrite{},
+		recent: map[string]recentWrite{},
 	}
 	event := func(obj any) { s.caughtUp(obj); s.notify() }
 	if _, err := s.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -123,24 +125,9 @@ func (s *Store) cached(name string) (*instance.Instance, error) {
 
 // Changes implements instance.Store: every event of the informer, made
 // here or by another node, reaches every receiver.
-func (s *Store) Changes() (<-chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
-	s.mu.Lock()
-	s.subs[ch] = true
-	s.mu.Unlock()
-	return ch, func() { s.mu.Lock(); delete(s.subs, ch); s.mu.Unlock() }
-}
+func (s *Store) Changes() (<-chan struct{}, func()) { return s.changes.Subscribe() }
 
-func (s *Store) notify() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for ch := range s.subs {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
-}
+func (s *Store) notify() { s.changes.Notify() }
 
 // Stats are the API writes the Store made and how many of them conflicted.
 type Stats struct{ Writes, Conflicts int }

@@ -2,45 +2,38 @@ package local
 
 import (
 	"os"
+	"sync"
 	"time"
 )
 
 // Changes returns a channel that receives after every write, by this
-// Store at once and by other processes within PollInterval.
+// Store at once and by other processes within PollInterval. The poll
+// runs while anyone receives.
 func (s *Store) Changes() (<-chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.subs[ch] = true
+	ch, stop := s.changes.Subscribe()
 	if s.stop == nil {
 		s.stop = make(chan struct{})
 		go s.poll(s.stop)
 	}
-	cancel := func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if !s.subs[ch] {
-			return
-		}
-		delete(s.subs, ch)
-		if len(s.subs) == 0 {
-			close(s.stop)
-			s.stop = nil
-		}
+	var once sync.Once
+	return ch, func() {
+		once.Do(func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			stop()
+			if s.changes.Len() == 0 && s.stop != nil {
+				close(s.stop)
+				s.stop = nil
+			}
+		})
 	}
-	return ch, cancel
 }
 
-func (s *Store) notify() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for ch := range s.subs {
-		select {
-		case ch <- struct{}{}:
-		default: // a signal is pending already; receivers read the latest state
-		}
-	}
-}
+// notify signals every receiver; one with a signal pending already reads
+// the latest state anyway.
+func (s *Store) notify() { s.changes.Notify() }
 
 // poll watches the file for writes by other processes: every write
 // renames a new file into place, so its identity or time changes.

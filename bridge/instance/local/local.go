@@ -16,6 +16,7 @@ import (
 	"github.com/gofrs/flock"
 
 	"github.com/cdiexec/cdi/bridge/instance"
+	"github.com/cdiexec/cdi/bridge/internal/fanout"
 )
 
 // ErrCorrupt is wrapped when the file does not parse; the error names it.
@@ -27,8 +28,9 @@ type Store struct {
 	// PollInterval is how often Changes looks for other processes' writes.
 	PollInterval time.Duration
 
+	changes fanout.Fanout
+	// mu guards stop, the running poll's stop channel.
 	mu   sync.Mutex
-	subs map[chan struct{}]bool
 	stop chan struct{}
 }
 
@@ -36,7 +38,7 @@ var _ instance.Store = (*Store)(nil)
 
 // New returns a Store on the file path, created on first write.
 func New(path string) *Store {
-	return &Store{path: path, PollInterval: 250 * time.Millisecond, subs: map[chan struct{}]bool{}}
+	return &Store{path: path, PollInterval: 250 * time.Millisecond}
 }
 
 // document is the file's content.
