@@ -22,8 +22,8 @@ import (
 type options struct {
 	confDir, pluginPath, nodeName, dpDir, domain, metricsAddr, logLevel string
 	execTimeout, discoveryPeriod                                        time.Duration
-	// The Instance store; storeReason says why it was chosen, for the log.
-	store, statePath, kubeconfig, namespace, storeReason string
+	// The Instance store.
+	store, statePath, kubeconfig, namespace string
 	// The Lease electing the bridge that clears departed nodes (kube
 	// store only); empty turns that off.
 	leaseName string

@@ -37,13 +37,13 @@ const syncTimeout = 2 * time.Minute
 // Kubernetes store it also returns the client configuration, nil for the
 // local one.
 func openStore(ctx context.Context, o *options, log *slog.Logger) (instance.Store, *rest.Config, error) {
-	kind, cfg, err := chooseStore(o)
+	kind, cfg, reason, err := chooseStore(o)
 	if err != nil {
 		return nil, nil, err
 	}
 	if kind == storeLocal {
 		path := filepath.Clean(o.statePath)
-		log.Info("instance store: local file", "file", path, "reason", o.storeReason)
+		log.Info("instance store: local file", "file", path, "reason", reason)
 		return local.New(path), nil, nil
 	}
 	cfg.UserAgent = "cdi-bridge/" + o.nodeName
@@ -53,7 +53,7 @@ func openStore(ctx context.Context, o *options, log *slog.Logger) (instance.Stor
 	}
 	syncCtx, cancel := context.WithTimeout(ctx, syncTimeout)
 	defer cancel()
-	log.Info("instance store: Kubernetes", "server", cfg.Host, "namespace", o.namespace, "reason", o.storeReason)
+	log.Info("instance store: Kubernetes", "server", cfg.Host, "namespace", o.namespace, "reason", reason)
 	s, err := kube.Start(ctx, client, o.namespace)
 	if err == nil {
 		err = s.Synced(syncCtx)
@@ -99,37 +99,33 @@ func startDeparted(ctx context.Context, o *options, cfg *rest.Config, store inst
 	return func() { cancel(); <-done }, nil
 }
 
-// chooseStore resolves --store, and for the Kubernetes store loads the
-// client configuration.
-func chooseStore(o *options) (string, *rest.Config, error) {
+// chooseStore resolves --store, for the Kubernetes store loading the
+// client configuration, and says why, for the log.
+func chooseStore(o *options) (kind string, cfg *rest.Config, reason string, err error) {
 	switch o.store {
 	case storeLocal:
-		o.storeReason = "--store local"
-		return storeLocal, nil, nil
+		return storeLocal, nil, "--store local", nil
 	case storeKube, storeAuto:
 	default:
-		return "", nil, fmt.Errorf("--store %q: want auto, kube or local", o.store)
+		return "", nil, "", fmt.Errorf("--store %q: want auto, kube or local", o.store)
 	}
 	if o.kubeconfig != "" {
 		cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
 		if err != nil {
-			return "", nil, fmt.Errorf("--kubeconfig: %w", err)
+			return "", nil, "", fmt.Errorf("--kubeconfig: %w", err)
 		}
-		o.storeReason = "--kubeconfig"
-		return storeKube, cfg, nil
+		return storeKube, cfg, "--kubeconfig", nil
 	}
-	cfg, err := rest.InClusterConfig()
+	cfg, err = rest.InClusterConfig()
 	switch {
 	case err == nil:
-		o.storeReason = "in-cluster configuration"
-		return storeKube, cfg, nil
+		return storeKube, cfg, "in-cluster configuration", nil
 	case o.store == storeKube:
-		return "", nil, fmt.Errorf("--store kube without --kubeconfig, and not in a cluster: %w", err)
+		return "", nil, "", fmt.Errorf("--store kube without --kubeconfig, and not in a cluster: %w", err)
 	case errors.Is(err, rest.ErrNotInCluster):
-		o.storeReason = "neither --kubeconfig nor an in-cluster configuration"
-		return storeLocal, nil, nil
+		return storeLocal, nil, "neither --kubeconfig nor an in-cluster configuration", nil
 	}
-	return "", nil, fmt.Errorf("in-cluster configuration: %w", err)
+	return "", nil, "", fmt.Errorf("in-cluster configuration: %w", err)
 }
 
 // defaultNamespace is where the Instances live: the pod's own namespace
