@@ -163,21 +163,31 @@ func runMain(m *testing.M, build func(dir string) error) int {
 }
 
 // FixtureRoot returns the absolute path of the module's testdata/root,
-// found by walking up from the working directory to go.mod, so that a
-// test at any depth can point a plugin's root at the fixture.
+// so that a test at any depth can point a plugin's root at the fixture.
 func FixtureRoot(t testing.TB) string {
 	t.Helper()
-	dir, err := os.Getwd()
+	root, err := ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
+	return filepath.Join(root, "testdata", "root")
+}
+
+// ModuleRoot returns the directory of the nearest go.mod at or above the
+// working directory: the module's root for a test in any of its packages,
+// and for a program run from the module with go run.
+func ModuleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return filepath.Join(dir, "testdata", "root")
+			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			t.Fatal("no go.mod above the working directory")
+			return "", errors.New("no go.mod at or above the working directory")
 		}
 		dir = parent
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cdiexec/cdi/plugins/exectest"
 )
 
 // localRig builds the binaries into a directory of the test's and starts
@@ -14,7 +16,7 @@ import (
 func localRig(tb testing.TB) *rig {
 	tb.Helper()
 	ctx := context.Background()
-	root, err := moduleRoot(ctx)
+	root, err := exectest.ModuleRoot()
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 )
 
 // program is a binary the bench runs; plugin ones are built static and
@@ -18,19 +17,6 @@ type program struct {
 
 func programs() []program {
 	return []program{{"./plugins/generic-tty", true}, {"./plugins/endpoint", true}, {"./bridge/cmd/cdi-bridge", false}}
-}
-
-// moduleRoot finds the directory of go.mod above the working directory.
-func moduleRoot(ctx context.Context) (string, error) {
-	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		return "", fmt.Errorf("run inside the module: go env GOMOD is %q", gomod)
-	}
-	return filepath.Dir(gomod), nil
 }
 
 // build compiles the programs into dir with `make build`'s flags.

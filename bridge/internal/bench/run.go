@@ -11,6 +11,7 @@ import (
 
 	"github.com/cdiexec/cdi/bridge/instance/local"
 	"github.com/cdiexec/cdi/bridge/internal/apitest"
+	"github.com/cdiexec/cdi/plugins/exectest"
 )
 
 // options are the command-line flags.
@@ -42,7 +43,7 @@ func run(ctx context.Context, o options, out, log io.Writer) error {
 	b := &bench{o: o, out: out, log: log}
 	start := time.Now()
 	var err error
-	if b.root, err = moduleRoot(ctx); err != nil {
+	if b.root, err = exectest.ModuleRoot(); err != nil {
 		return err
 	}
 	if b.tmp, err = os.MkdirTemp("", "cdi-bridge-bench"); err != nil {

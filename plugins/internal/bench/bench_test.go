@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cdiexec/cdi/plugins/exectest"
 )
 
 // The binaries are built once per test binary, on first use, into a
@@ -34,7 +36,7 @@ func TestMain(m *testing.M) {
 // built returns the module root and the directory of the built binaries.
 func built(tb testing.TB) (root, dir string) {
 	tb.Helper()
-	root, err := moduleRoot()
+	root, err := exectest.ModuleRoot()
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/cdiexec/cdi/plugins/exectest"
 )
 
 // options are the command-line flags.
@@ -16,7 +18,7 @@ type options struct {
 }
 
 func run(ctx context.Context, o options) error {
-	root, err := moduleRoot()
+	root, err := exectest.ModuleRoot()
 	if err != nil {
 		return err
 	}

@@ -22,19 +22,6 @@ func pluginCases() []pluginCase {
 	}
 }
 
-// moduleRoot finds the directory of go.mod above the working directory.
-func moduleRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		return "", fmt.Errorf("run inside the module: go env GOMOD is %q", gomod)
-	}
-	return filepath.Dir(gomod), nil
-}
-
 // build compiles the plugins and the floor as `make build` does.
 func build(ctx context.Context, root, dir string) error {
 	pkgs := []string{"./plugins/internal/bench/testdata/floor"}
