@@ -170,25 +170,11 @@ func startBridge(t *testing.T, ds map[string]string, kubeconfig, ns string) *run
 	if err := os.WriteFile(filepath.Join(confDir, "camera.d", "endpoint.conf"), conf, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// Unix socket paths are short: not under t.TempDir().
-	dpDir, err := os.MkdirTemp("", "br")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dpDir) })
-	b := &runningBridge{}
-	if b.kubelet, err = kubelettest.Start(dpDir); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.kubelet.Stop)
-	podSock := filepath.Join(dpDir, "pod-resources.sock")
-	if b.pods, err = kubelettest.ServePodResources(podSock); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.pods.Stop)
+	h := kubelettest.NewHost(t)
+	b := &runningBridge{kubelet: h.Kubelet, pods: h.Pods}
 	args := maps.Clone(ds)
 	maps.Copy(args, map[string]string{"node-name": node, "namespace": ns, "conf-dir": confDir, "plugin-path": binDir,
-		"device-plugin-dir": dpDir, "pod-resources-socket": podSock, "kubeconfig": kubeconfig, "metrics-address": "127.0.0.1:0"})
+		"device-plugin-dir": h.Dir, "pod-resources-socket": h.PodResourcesSocket, "kubeconfig": kubeconfig, "metrics-address": "127.0.0.1:0"})
 	runBridge(t, args)
 	return b
 }

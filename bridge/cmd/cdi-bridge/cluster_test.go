@@ -49,23 +49,8 @@ func startClusterNode(t *testing.T, name, kubeconfig, namespace string) *cluster
 	if err := os.WriteFile(filepath.Join(confDir, "camera.d", "endpoint.conf"), conf, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// Unix socket paths are short: not under t.TempDir().
-	dpDir, err := os.MkdirTemp("", "br")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dpDir) })
-	k, err := kubelettest.Start(dpDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(k.Stop)
-	podSock := filepath.Join(dpDir, "pod-resources.sock")
-	pods, err := kubelettest.ServePodResources(podSock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pods.Stop)
+	h := kubelettest.NewHost(t)
+	dpDir, podSock := h.Dir, h.PodResourcesSocket
 	cmd := exec.Command(filepath.Join(binDir, "cdi-bridge"), "--conf-dir", confDir, "--plugin-path", binDir,
 		"--node-name", name, "--device-plugin-dir", dpDir, "--domain", "cdi.test", "--metrics-address", "",
 		"--store", "kube", "--kubeconfig", kubeconfig, "--namespace", namespace,
@@ -90,7 +75,7 @@ func startClusterNode(t *testing.T, name, kubeconfig, namespace string) *cluster
 			t.Logf("node %s's log:\n%s", name, data)
 		}
 	})
-	return &clusterNode{name: name, kubelet: k, pods: pods}
+	return &clusterNode{name: name, kubelet: h.Kubelet, pods: h.Pods}
 }
 
 // everything is what a node's containers hold until a test says
