@@ -1,0 +1,97 @@
+package plainjson
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+)
+
+// record is read by readRecord, the way the plugins read their documents.
+type record struct {
+	Name  string
+	N     int
+	On    bool
+	Tags  []string
+	Nums  []int
+	Env   map[string]string
+	At    time.Time
+	Inner []int
+}
+
+func readRecord(data string, strict bool) (record, error) {
+	var r record
+	v, err := Parse([]byte(data))
+	if err != nil {
+		return r, err
+	}
+	err = Object(v, Fields{
+		"name": String(&r.Name), "n": Int(&r.N), "on": Bool(&r.On), "tags": Strings(&r.Tags),
+		"nums": Ints(&r.Nums), "env": StringMap(&r.Env), "at": Time(&r.At),
+	}, strict)
+	return r, err
+}
+
+func TestReaders(t *testing.T) {
+	at := time.Date(2026, 11, 23, 10, 0, 0, 5, time.UTC)
+	for _, tc := range []struct {
+		name, in string
+		strict   bool
+		want     record
+		wantErr  error // nil: must succeed; errAny: any error
+	}{
+		{name: "all fields", in: `{"name":"a","n":-3,"on":true,"tags":["x"],"nums":[1,2],"env":{"K":"v"},"at":"2026-11-23T10:00:00.000000005Z"}`,
+			want: record{Name: "a", N: -3, On: true, Tags: []string{"x"}, Nums: []int{1, 2}, Env: map[string]string{"K": "v"}, At: at}},
+		{name: "nulls keep zero values", in: `{"name":null,"n":null,"on":null,"tags":null,"nums":null,"env":null,"at":null}`},
+		{name: "empty lists stay empty, not nil", in: `{"tags":[],"nums":[]}`, want: record{Tags: []string{}, Nums: []int{}}},
+		{name: "null document", in: `null`},
+		{name: "unknown field skipped", in: `{"other":1,"name":"a"}`, want: record{Name: "a"}},
+		{name: "unknown field refused when strict", in: `{"other":1}`, strict: true, wantErr: ErrType},
+		{name: "string for int", in: `{"n":"1"}`, wantErr: ErrType},
+		{name: "fraction for int", in: `{"n":1.5}`, wantErr: ErrType},
+		{name: "1.0 is not an int", in: `{"n":1.0}`, wantErr: ErrType},
+		{name: "exponent is not an int", in: `{"n":1e3}`, wantErr: ErrType},
+		{name: "overflowing int", in: `{"n":99999999999999999999}`, wantErr: ErrType},
+		{name: "number for string", in: `{"name":1}`, wantErr: ErrType},
+		{name: "string for bool", in: `{"on":"true"}`, wantErr: ErrType},
+		{name: "number in strings", in: `{"tags":["a",1]}`, wantErr: ErrType},
+		{name: "object for array", in: `{"tags":{}}`, wantErr: ErrType},
+		{name: "number in map", in: `{"env":{"K":1}}`, wantErr: ErrType},
+		{name: "bad time", in: `{"at":"yesterday"}`, wantErr: ErrType},
+		{name: "array document", in: `[]`, wantErr: ErrType},
+		{name: "invalid JSON", in: `{"name":"a"`, wantErr: errAny},
+		{name: "trailing data", in: `{} {}`, wantErr: errAny},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := readRecord(tc.in, tc.strict)
+			switch {
+			case tc.wantErr == nil && err != nil:
+				t.Fatalf("error %v", err)
+			case tc.wantErr == errAny && err == nil, tc.wantErr != nil && tc.wantErr != errAny && !errors.Is(err, tc.wantErr):
+				t.Fatalf("error %v, want %v", err, tc.wantErr)
+			case tc.wantErr == nil && !reflect.DeepEqual(got, tc.want):
+				t.Fatalf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+var errAny = errors.New("any error")
+
+func TestErrorsNameTheMember(t *testing.T) {
+	v, err := Parse([]byte(`{"list":[{"n":1},{"n":"x"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = Object(v, Fields{"list": func(l gjson.Result) error {
+		return Array(l, func(_ int, e gjson.Result) error {
+			var n int
+			return Object(e, Fields{"n": Int(&n)}, true)
+		})
+	}}, true)
+	if want := `list: [1]: n: wrong JSON type: want an integer, got "x"`; err == nil || err.Error() != want {
+		t.Fatalf("error %v, want %s", err, want)
+	}
+}
