@@ -15,7 +15,7 @@ type commandSpec struct {
 	minVersion string
 	// implemented reports whether the plugin has a callback for it.
 	implemented func(*Plugin) bool
-	run         func(*Plugin, *Args) (any, error)
+	run         func(*Plugin, *Args) (jsonDocument, error)
 }
 
 // commandTable returns the commands skel knows. VERSION is answered before
@@ -24,31 +24,31 @@ func commandTable() map[string]commandSpec {
 	return map[string]commandSpec{
 		CmdInfo: {
 			implemented: func(p *Plugin) bool { return p.Info != nil },
-			run: func(p *Plugin, a *Args) (any, error) {
+			run: func(p *Plugin, a *Args) (jsonDocument, error) {
 				r, err := p.Info(a)
-				return versioned(r, err, func(r *spec.InfoResult) any { return r.ForVersion(a.Version) })
+				return versioned(r, err, func(r *spec.InfoResult) jsonDocument { return r.ForVersion(a.Version) })
 			},
 		},
 		CmdAdd: {
 			required:    []string{EnvVersion, EnvRequest, EnvRequestID},
 			implemented: func(p *Plugin) bool { return p.Add != nil },
-			run: func(p *Plugin, a *Args) (any, error) {
+			run: func(p *Plugin, a *Args) (jsonDocument, error) {
 				r, err := p.Add(a)
-				return versioned(r, err, func(r *spec.AddResult) any { return r.ForVersion(a.Version) })
+				return versioned(r, err, func(r *spec.AddResult) jsonDocument { return r.ForVersion(a.Version) })
 			},
 		},
 		CmdDel: {
 			required:    []string{EnvVersion, EnvRequestID},
 			implemented: func(p *Plugin) bool { return p.Del != nil },
-			run:         func(p *Plugin, a *Args) (any, error) { return nil, p.Del(a) },
+			run:         func(p *Plugin, a *Args) (jsonDocument, error) { return nil, p.Del(a) },
 		},
 		CmdList: {
 			required:    []string{EnvVersion},
 			minVersion:  spec.Version010,
 			implemented: func(p *Plugin) bool { return p.List != nil },
-			run: func(p *Plugin, a *Args) (any, error) {
+			run: func(p *Plugin, a *Args) (jsonDocument, error) {
 				r, err := p.List(a)
-				return versioned(r, err, func(r *spec.ListResult) any {
+				return versioned(r, err, func(r *spec.ListResult) jsonDocument {
 					out := *r
 					out.CDIVersion = a.Version
 					if out.Allocations == nil {
@@ -62,9 +62,9 @@ func commandTable() map[string]commandSpec {
 			required:    []string{EnvVersion, EnvValidRequestIDs},
 			minVersion:  spec.Version010,
 			implemented: func(p *Plugin) bool { return p.GC != nil },
-			run: func(p *Plugin, a *Args) (any, error) {
+			run: func(p *Plugin, a *Args) (jsonDocument, error) {
 				r, err := p.GC(a)
-				return versioned(r, err, func(r *spec.GCResult) any {
+				return versioned(r, err, func(r *spec.GCResult) jsonDocument {
 					out := *r
 					out.CDIVersion = a.Version
 					if out.Released == nil {
@@ -79,7 +79,7 @@ func commandTable() map[string]commandSpec {
 
 // versioned turns a callback's (result, error) into the document to print.
 // A nil result without an error is a plugin bug, reported as code 14.
-func versioned[R any](r *R, err error, conv func(*R) any) (any, error) {
+func versioned[R any](r *R, err error, conv func(*R) jsonDocument) (jsonDocument, error) {
 	if err != nil {
 		return nil, err
 	}

@@ -1,8 +1,6 @@
 package skel
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/cdiexec/cdi/spec"
+	"github.com/cdiexec/cdi/spec/plainjson"
 )
 
 // Environment variables of the protocol.
@@ -125,7 +124,7 @@ func exitStatus(cmd string, status int) int {
 
 // dispatch checks everything in the order SPEC.md gives and runs the
 // callback. It returns the result document to print.
-func (d *Dispatcher) dispatch(p *Plugin, cmd string, stdin []byte, readErr error) (any, error) {
+func (d *Dispatcher) dispatch(p *Plugin, cmd string, stdin []byte, readErr error) (jsonDocument, error) {
 	if v, ok := d.LookupEnv(EnvVersion); ok && v != "" && !spec.IsSupported(v) {
 		return nil, spec.NewError(spec.CodeIncompatibleVersion, "Unsupported version: %s", v)
 	}
@@ -150,10 +149,10 @@ func (d *Dispatcher) dispatch(p *Plugin, cmd string, stdin []byte, readErr error
 	if err := d.parseParams(cmd, args); err != nil {
 		return nil, err
 	}
-	return safeCall(func() (any, error) { return cs.run(p, args) })
+	return safeCall(func() (jsonDocument, error) { return cs.run(p, args) })
 }
 
-func safeCall(f func() (any, error)) (result any, err error) {
+func safeCall(f func() (jsonDocument, error)) (result jsonDocument, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = spec.NewError(spec.CodeInternal, "plugin panicked: %v\n%s", r, debug.Stack())
@@ -190,23 +189,23 @@ func (d *Dispatcher) getenv(name string) string {
 	return v
 }
 
-func (d *Dispatcher) write(doc any, status int) int {
-	// Encode into a buffer first so that a failed encoding never leaves
-	// half a document on stdout; keep <, > and & as they are, since the
-	// reader is a runtime, not a browser.
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(doc); err != nil {
-		fmt.Fprintf(d.Stderr, "encoding result: %v\n", err)
-		return 1
-	}
-	if _, err := d.Stdout.Write(buf.Bytes()); err != nil {
+func (d *Dispatcher) write(doc jsonDocument, status int) int {
+	// The document is built in memory first, so that a failed write is the
+	// only way to leave half of one on stdout. <, > and & stay as they
+	// are: the reader is a runtime, not a browser.
+	w := plainjson.NewWriter("  ")
+	doc.WriteJSON(w)
+	if _, err := d.Stdout.Write(append(w.Bytes(), '\n')); err != nil {
 		fmt.Fprintf(d.Stderr, "writing result: %v\n", err)
 		return 1
 	}
 	return status
+}
+
+// jsonDocument is every document skel writes: the spec's results and
+// errors write themselves without reflection (see package plainjson).
+type jsonDocument interface {
+	WriteJSON(*plainjson.Writer)
 }
 
 func (d *Dispatcher) writeError(version string, err error, status int) int {

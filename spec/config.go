@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/cdiexec/cdi/spec/plainjson"
 )
 
 // MaxConfigSize bounds what a plugin reads from stdin and a caller reads
@@ -37,13 +39,21 @@ func ParseConfig(data []byte) (*Config, error) {
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return nil, fmt.Errorf("%w: configuration is not a JSON object", ErrMalformed)
 	}
-	var c Config
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
-	if err := dec.Decode(&c); err != nil {
-		return nil, fmt.Errorf("%w: configuration is not valid JSON: %v", ErrMalformed, err)
+	// gjson rather than encoding/json: see package plainjson.
+	root, err := plainjson.Parse(trimmed)
+	if err != nil {
+		return nil, fmt.Errorf("%w: configuration is not valid JSON, or has data after its object", ErrMalformed)
 	}
-	if dec.More() {
-		return nil, fmt.Errorf("%w: configuration has data after its JSON object", ErrMalformed)
+	var c Config
+	err = plainjson.Object(root, plainjson.Fields{
+		"cdiVersion": plainjson.String(&c.CDIVersion),
+		"name":       plainjson.String(&c.Name),
+		"type":       plainjson.String(&c.Type),
+		"plugin":     plainjson.String(&c.Plugin),
+		"args":       func(v gjson.Result) error { c.Args = json.RawMessage(v.Raw); return nil },
+	}, false)
+	if err != nil {
+		return nil, fmt.Errorf("%w: configuration field %w", ErrMalformed, err)
 	}
 	c.Bytes = append([]byte(nil), data...)
 	if err := c.check(); err != nil {

@@ -24,7 +24,7 @@ func TestParseConfig(t *testing.T) {
 		{"bad type", `{"cdiVersion":"0.0.1","name":"n","type":"9tty","plugin":"p"}`, "resource-type"},
 		{"plugin path", `{"cdiVersion":"0.0.1","name":"n","type":"tty","plugin":"../bin/p"}`, "file name"},
 		{"args not object", `{"cdiVersion":"0.0.1","name":"n","type":"tty","plugin":"p","args":[1]}`, "args must be"},
-		{"wrong field type", `{"cdiVersion":1,"name":"n","type":"tty","plugin":"p"}`, "not valid JSON"},
+		{"wrong field type", `{"cdiVersion":1,"name":"n","type":"tty","plugin":"p"}`, "field cdiVersion: wrong JSON type"},
 		{"too large", `{"name":"` + strings.Repeat("x", MaxConfigSize) + `"}`, "more than"},
 	}
 	for _, tt := range tests {

@@ -1,10 +1,12 @@
 package spec
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/cdiexec/cdi/spec/plainjson"
+	"github.com/tidwall/gjson"
 )
 
 // InventoryKey is the INFO result member that carries the 0.1.0 inventory.
@@ -127,42 +129,42 @@ func (r InfoResult) ForVersion(v string) InfoResult {
 }
 
 // MarshalJSON writes the counts beside cdiVersion and the inventory, if
-// any, under InventoryKey.
+// any, under InventoryKey (WriteJSON, compact).
 func (r InfoResult) MarshalJSON() ([]byte, error) {
-	m := make(map[string]any, len(r.Counts)+2)
-	for k, v := range r.Counts {
-		m[k] = v
-	}
-	m["cdiVersion"] = r.CDIVersion
-	if r.Devices != nil {
-		m[InventoryKey] = r.Devices
-	}
-	return json.Marshal(m)
+	w := plainjson.NewWriter("")
+	r.WriteJSON(w)
+	return w.Bytes(), nil
 }
 
 // UnmarshalJSON reads what MarshalJSON writes. Members other than
 // cdiVersion and the inventory must be integer counts.
 func (r *InfoResult) UnmarshalJSON(data []byte) error {
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(data, &raw); err != nil {
+	v, err := plainjson.Parse(data)
+	if err != nil {
 		return err
 	}
+	if !v.IsObject() {
+		return fmt.Errorf("INFO result: %w: want an object, got %.40s", plainjson.ErrType, v.Raw)
+	}
 	out := InfoResult{Counts: map[string]int{}}
-	for k, v := range raw {
-		var err error
-		switch k {
+	v.ForEach(func(k, m gjson.Result) bool {
+		switch k.String() {
 		case "cdiVersion":
-			err = json.Unmarshal(v, &out.CDIVersion)
+			err = plainjson.String(&out.CDIVersion)(m)
 		case InventoryKey:
-			err = json.Unmarshal(v, &out.Devices)
+			err = readList(m, &out.Devices, (*DeviceInfo).ReadJSON)
 		default:
 			var n int
-			err = json.Unmarshal(v, &n)
-			out.Counts[k] = n
+			err = plainjson.Int(&n)(m)
+			out.Counts[k.String()] = n
 		}
 		if err != nil {
-			return fmt.Errorf("INFO member %q: %w", k, err)
+			err = fmt.Errorf("INFO member %q: %w", k.String(), err)
 		}
+		return err == nil
+	})
+	if err != nil {
+		return err
 	}
 	*r = out
 	return nil
