@@ -1,8 +1,14 @@
 package store
 
 import (
+	"encoding/json"
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/cdiexec/cdi/spec"
 )
 
 func TestReconcileBoot(t *testing.T) {
@@ -30,5 +36,43 @@ func TestReconcileBoot(t *testing.T) {
 				t.Errorf("%d allocations kept", kept)
 			}
 		})
+	}
+}
+
+// TestEncodeMatchesEncodingJSON holds Encode and Decode to what
+// encoding/json makes of State's json tags, so that a field added to a
+// stored type without its reader and writer learning of it fails here.
+func TestEncodeMatchesEncodingJSON(t *testing.T) {
+	created := time.Date(2026, 11, 23, 10, 0, 0, 123, time.FixedZone("x", 3600))
+	st := NewState("boot-<a>")
+	st.Allocations["r1"] = &Record{Request: "gpu:2", Devices: []string{"a", "b"}, NUMANodes: []int{0, 1}, Created: created,
+		Result: spec.AddResult{CDIVersion: "0.1.0", Devices: []string{"/dev/a"}, NUMALocality: []int{1},
+			DeviceNodes: []spec.DeviceNode{{HostPath: "/dev/a", ContainerPath: "/dev/b", Permissions: "rw"}},
+			Env:         map[string]string{"Z": "1", "A": "\"quoted\"\n"}, Mounts: []spec.Mount{{HostPath: "/h", ContainerPath: "/c", ReadOnly: true}},
+			Annotations: map[string]string{"k": "v"}, CDIDevices: []string{"cdi.local/gpu=a"},
+			Units: []spec.Unit{{Resource: "gpu", Device: "a", Slot: 3}}}}
+	st.Allocations["r0"] = &Record{Request: "gpu:1", Created: created, Result: spec.AddResult{CDIVersion: "0.1.0", Devices: []string{}}}
+	got, err := Encode(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unescape := strings.NewReplacer(`\u003c`, "<", `\u003e`, ">", `\u0026`, "&")
+	if unescape.Replace(string(got)) != unescape.Replace(string(want))+"\n" {
+		t.Errorf("Encode:\n%s\nencoding/json:\n%s", got, want)
+	}
+	back, err := Decode(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var viaJSON State
+	if err := json.Unmarshal(got, &viaJSON); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, &viaJSON) {
+		t.Errorf("Decode gave %+v\nencoding/json %+v", back, &viaJSON)
 	}
 }

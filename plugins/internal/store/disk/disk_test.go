@@ -168,16 +168,18 @@ func TestCorrupt(t *testing.T) {
 	tests := []struct {
 		name, content, msg string
 	}{
-		{"garbage", "not json at all", "invalid character"},
+		{"garbage", "not json at all", "not valid JSON"},
 		{"empty", "", "empty"},
-		{"truncated", `{"format": 1, "bootID": "boot-a", "allocations": {`, "unexpected end"},
-		{"trailing data", `{"format": 1, "allocations": {}} {}`, "invalid character"},
+		{"truncated", `{"format": 1, "bootID": "boot-a", "allocations": {`, "not valid JSON"},
+		{"trailing data", `{"format": 1, "allocations": {}} {}`, "not valid JSON"},
 		{"wrong format", `{"format": 2, "bootID": "boot-a", "allocations": {}}`, "format is 2"},
 		{"no format", `{"bootID": "boot-a", "allocations": {}}`, "format is 0"},
 		{"missing allocations", `{"format": 1, "bootID": "boot-a"}`, "allocations"},
 		{"null allocations", `{"format": 1, "bootID": "boot-a", "allocations": null}`, "allocations"},
 		{"null record", `{"format": 1, "bootID": "boot-a", "allocations": {"r": null}}`, `"r" is null`},
-		{"not an object", `[]`, "cannot unmarshal"},
+		{"not an object", `[]`, "want an object"},
+		{"wrong type", `{"format": "1", "bootID": "boot-a", "allocations": {}}`, "format: wrong JSON type"},
+		{"wrong type deep inside", `{"format": 1, "bootID": "boot-a", "allocations": {"r": {"result": {"units": [{"slot": "0"}]}}}}`, "allocations: r: result: units: [0]: slot"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
