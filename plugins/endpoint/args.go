@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/url"
@@ -11,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cdiexec/cdi/spec"
+	"github.com/cdiexec/cdi/spec/plainjson"
 	"github.com/tidwall/gjson"
 )
 
@@ -45,10 +44,10 @@ func defaultPort(scheme string) string {
 
 // endpoint is one entry of args.endpoints.
 type endpoint struct {
-	ID         string            `json:"id"`
-	URL        string            `json:"url"`
-	Env        map[string]string `json:"env"`
-	Properties map[string]string `json:"properties"`
+	ID         string
+	URL        string
+	Env        map[string]string
+	Properties map[string]string
 
 	parsed *url.URL
 	// addr is host:port for the TCP probe, set only when probing.
@@ -57,8 +56,8 @@ type endpoint struct {
 
 // probeArgs is args.probe.
 type probeArgs struct {
-	TCP       bool `json:"tcp"`
-	TimeoutMs *int `json:"timeoutMs"`
+	TCP       bool
+	TimeoutMs *int
 }
 
 // endpointArgs are the plugin's own args, checked.
@@ -77,8 +76,8 @@ func parseArgs(cfg *spec.Config) (endpointArgs, error) {
 		}
 		a.prefix = v.String()
 	}
-	var p probeArgs
-	if err := decodeStrict(cfg.Arg("probe"), "probe", &p); err != nil {
+	p, err := readProbe(cfg.Arg("probe"))
+	if err != nil {
 		return a, err
 	}
 	if p.TimeoutMs != nil {
@@ -88,7 +87,7 @@ func parseArgs(cfg *spec.Config) (endpointArgs, error) {
 		a.timeout = time.Duration(*p.TimeoutMs) * time.Millisecond
 	}
 	a.probe = p.TCP
-	if err := decodeStrict(cfg.Arg("endpoints"), "endpoints", &a.endpoints); err != nil {
+	if a.endpoints, err = readEndpoints(cfg.Arg("endpoints")); err != nil {
 		return a, err
 	}
 	seen := map[string]bool{}
@@ -105,18 +104,59 @@ func parseArgs(cfg *spec.Config) (endpointArgs, error) {
 	return a, nil
 }
 
-// decodeStrict decodes an optional JSON arg into v, rejecting unknown
-// fields so that a misspelt key is an error rather than ignored.
-func decodeStrict(v gjson.Result, name string, dst any) error {
+// readProbe reads the optional args.probe, refusing unknown members so
+// that a misspelt key is an error rather than ignored. Absent and null
+// read as no probe.
+func readProbe(v gjson.Result) (probeArgs, error) {
+	var p probeArgs
+	err := plainjson.Object(v, plainjson.Fields{
+		"tcp": plainjson.Bool(&p.TCP),
+		"timeoutMs": func(v gjson.Result) error {
+			if v.Type == gjson.Null {
+				p.TimeoutMs = nil
+				return nil
+			}
+			var n int
+			if err := plainjson.Int(&n)(v); err != nil {
+				return err
+			}
+			p.TimeoutMs = &n
+			return nil
+		},
+	}, true)
+	if err != nil {
+		return p, spec.NewError(spec.CodeInvalidConfig, "args.probe: %w", err)
+	}
+	return p, nil
+}
+
+// readEndpoints reads the optional args.endpoints, refusing unknown
+// members as readProbe does. Absent and null read as no endpoints.
+func readEndpoints(v gjson.Result) ([]endpoint, error) {
 	if !v.Exists() || v.Type == gjson.Null {
-		return nil
+		return nil, nil
 	}
-	dec := json.NewDecoder(bytes.NewReader([]byte(v.Raw)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
-		return spec.NewError(spec.CodeInvalidConfig, "args.%s: %w", name, err)
+	if !v.IsArray() {
+		return nil, spec.NewError(spec.CodeInvalidConfig, "args.endpoints must be a list of {id, url, env, properties}, not %s", v.Raw)
 	}
-	return nil
+	var eps []endpoint
+	err := plainjson.Array(v, func(_ int, e gjson.Result) error {
+		var ep endpoint
+		err := plainjson.Object(e, plainjson.Fields{
+			"id":         plainjson.String(&ep.ID),
+			"url":        plainjson.String(&ep.URL),
+			"env":        plainjson.StringMap(&ep.Env),
+			"properties": plainjson.StringMap(&ep.Properties),
+		}, true)
+		eps = append(eps, ep)
+		return err
+	})
+	if err != nil {
+		// v is an array, so the error is about an element and starts with
+		// its index: "args.endpoints[1]: env: ...".
+		return nil, spec.NewError(spec.CodeInvalidConfig, "args.endpoints%w", err)
+	}
+	return eps, nil
 }
 
 // check validates an endpoint and, when probing, works out its address.

@@ -1,13 +1,13 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"path"
 	"strings"
 
 	"github.com/cdiexec/cdi/spec"
+	"github.com/cdiexec/cdi/spec/plainjson"
+	"github.com/tidwall/gjson"
 )
 
 // perDevice modes of a group.
@@ -18,10 +18,10 @@ const (
 
 // group is one entry of args.groups, checked and with defaults filled in.
 type group struct {
-	Name        string   `json:"name"`
-	Paths       []string `json:"paths"`
-	PerDevice   string   `json:"perDevice"`
-	Permissions string   `json:"permissions"`
+	Name        string
+	Paths       []string
+	PerDevice   string
+	Permissions string
 
 	resource spec.ResourceSpec
 }
@@ -33,11 +33,22 @@ func parseGroups(cfg *spec.Config) ([]group, error) {
 	if !v.IsArray() {
 		return nil, spec.NewError(spec.CodeInvalidConfig, "args.groups must be a list of {name, paths, perDevice, permissions}")
 	}
-	dec := json.NewDecoder(bytes.NewReader([]byte(v.Raw)))
-	dec.DisallowUnknownFields()
 	var groups []group
-	if err := dec.Decode(&groups); err != nil {
-		return nil, spec.NewError(spec.CodeInvalidConfig, "args.groups: %w", err)
+	err := plainjson.Array(v, func(_ int, e gjson.Result) error {
+		var g group
+		err := plainjson.Object(e, plainjson.Fields{
+			"name":        plainjson.String(&g.Name),
+			"paths":       plainjson.Strings(&g.Paths),
+			"perDevice":   plainjson.String(&g.PerDevice),
+			"permissions": plainjson.String(&g.Permissions),
+		}, true)
+		groups = append(groups, g)
+		return err
+	})
+	if err != nil {
+		// v is an array, so the error is about an element and starts with
+		// its index: "args.groups[1]: paths: ...".
+		return nil, spec.NewError(spec.CodeInvalidConfig, "args.groups%w", err)
 	}
 	if len(groups) == 0 {
 		return nil, spec.NewError(spec.CodeInvalidConfig, "args.groups is empty: the configuration would serve nothing")
