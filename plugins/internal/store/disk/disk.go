@@ -83,7 +83,7 @@ func (s *Store) lock() (func(), error) {
 // update runs fn on the loaded state and saves the result if fn succeeded
 // and the state changed. The caller holds the lock.
 func (s *Store) update(fn func(*store.State) error) error {
-	if err := removeStaleTemps(s.path); err != nil {
+	if err := removeStaleTemp(s.path); err != nil {
 		return err
 	}
 	st, before, err := s.load()
@@ -97,5 +97,11 @@ func (s *Store) update(fn func(*store.State) error) error {
 	if err != nil || after == nil {
 		return err
 	}
-	return writeAtomic(s.path, after)
+	// The directory is synced only where no boot id is known. A power
+	// failure may undo an unsynced rename and bring back the previous
+	// state, but it also reboots the machine: the previous state then
+	// carries the old boot id like the lost one, and the next call releases
+	// all of it either way. The file itself is always synced, since a
+	// rename can outlive the data it points to and leave a torn file.
+	return writeAtomic(s.path, after, s.bootID == "")
 }

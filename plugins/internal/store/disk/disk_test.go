@@ -412,11 +412,11 @@ func TestBootID(t *testing.T) {
 	}
 }
 
-func TestStaleTempsRemoved(t *testing.T) {
+func TestStaleTempRemoved(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "p.json")
-	stale := []string{"p.json.tmp-123", "p.json.tmp-abc"}
-	kept := []string{"p.json.lock", "other.json.tmp-1", "p.json.tmp"}
+	stale := []string{"p.json.tmp"}
+	kept := []string{"p.json.lock", "other.json.tmp", "p.json.tmp.1"}
 	for _, name := range slices.Concat(stale, kept) {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte("{"), 0o644); err != nil {
 			t.Fatal(err)

@@ -7,10 +7,12 @@
 // on the old inode would not exclude a process that opened the new one.
 //
 // Saves are crash-safe: the new state is written to a temporary file in the
-// same directory, synced, and renamed over the old one, and the directory is
-// synced after that. A reader therefore sees the old or the new state, never
-// a mix; a crash can leave only a stale temporary file, which the next
-// Update removes.
+// same directory, <path>.tmp, synced, and renamed over the old one. A reader
+// therefore sees the old or the new state, never a mix; a crash can leave
+// only a stale temporary file, which the next Update removes. The directory
+// is synced after the rename only when no boot id is known: otherwise a
+// power failure that undoes the rename reboots the machine too, and the
+// state that comes back is released on the next call like the lost one.
 //
 // A file that cannot be read back as a valid state is reported as an error
 // wrapping store.ErrCorrupt and is never replaced by an empty state: that

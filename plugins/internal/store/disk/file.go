@@ -6,12 +6,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 )
 
-// tempInfix separates the state file's name from the random suffix of its
-// temporary files: <base>.tmp-<random>.
-const tempInfix = ".tmp-"
+// tempSuffix names the one temporary file a save writes before renaming
+// it over the state file: <path>.tmp. One name is enough, since saves hold
+// the exclusive lock and so are never two at once; a fixed name also
+// spares every call a directory listing to find what a crashed save left.
+const tempSuffix = ".tmp"
 
 // mkdirAll creates dir and its parents.
 func mkdirAll(dir string) error {
@@ -21,76 +22,65 @@ func mkdirAll(dir string) error {
 	return nil
 }
 
-// removeStaleTemps removes temporary files a crashed save left next to
-// path. The caller holds the lock, so no save is in progress.
-func removeStaleTemps(path string) error {
-	dir, prefix := filepath.Dir(path), filepath.Base(path)+tempInfix
-	// ReadDir rather than Glob: the file name may hold glob metacharacters.
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return fmt.Errorf("list state directory: %w", err)
-	}
-	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), prefix) {
-			continue
-		}
-		err := os.Remove(filepath.Join(dir, e.Name()))
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("remove stale temporary state file: %w", err)
-		}
+// removeStaleTemp removes the temporary file a crashed save left next to
+// path, if any. The caller holds the lock, so no save is in progress.
+func removeStaleTemp(path string) error {
+	err := os.Remove(path + tempSuffix)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove stale temporary state file: %w", err)
 	}
 	return nil
 }
 
 // writeAtomic replaces the file at path with data such that a crash at any
-// instant leaves either the old or the new content under path.
-func writeAtomic(path string, data []byte) error {
+// instant leaves either the old or the new content under path. With
+// durable set, the rename is synced too, so that the new content is what
+// survives a power failure.
+func writeAtomic(path string, data []byte, durable bool) error {
 	dir := filepath.Dir(path)
-	tmp, err := writeTemp(dir, filepath.Base(path)+tempInfix+"*", data)
-	if err != nil {
+	tmp := path + tempSuffix
+	if err := writeTemp(tmp, data); err != nil {
 		return fmt.Errorf("save state file %s: %w", path, err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("save state file %s: %w", path, err)
 	}
-	// Without this the rename itself may be lost on power failure, and the
-	// old state come back after the new one was acted upon.
+	if !durable {
+		return nil
+	}
 	if err := syncDir(dir); err != nil {
 		return fmt.Errorf("save state file %s: %w", path, err)
 	}
 	return nil
 }
 
-// writeTemp writes data to a new file in dir, syncs and closes it, and
-// returns its name. On failure it removes the file.
-func writeTemp(dir, pattern string, data []byte) (name string, err error) {
-	f, err := os.CreateTemp(dir, pattern)
+// writeTemp writes data to the file name, replacing what a crashed save
+// may have left there, and syncs and closes it. On failure it removes it.
+func writeTemp(name string, data []byte) (err error) {
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, fileMode)
 	if err != nil {
-		return "", err
+		return err
 	}
 	defer func() {
 		if err != nil {
 			_ = f.Close()
-			_ = os.Remove(f.Name())
+			_ = os.Remove(name)
 		}
 	}()
-	// CreateTemp makes the file 0600; Chmod is not subject to the umask.
+	// The umask may have narrowed the mode; Chmod is not subject to it.
 	if err := f.Chmod(fileMode); err != nil {
-		return "", err
+		return err
 	}
 	if _, err := f.Write(data); err != nil {
-		return "", err
+		return err
 	}
 	// The data must be on disk before the rename makes it the state, or a
 	// crash could leave an empty or partial file under the state's name.
 	if err := f.Sync(); err != nil {
-		return "", err
+		return err
 	}
-	if err := f.Close(); err != nil {
-		return "", err
-	}
-	return f.Name(), nil
+	return f.Close()
 }
 
 // syncDir flushes dir's entries, making a rename into it durable.
