@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -128,6 +129,14 @@ func TestRoundTripsWork(t *testing.T) {
 	conf, err := dropIn(root, "conf.d/tty.d/generic.conf", t.TempDir(), map[string]any{"num_system_reserved": 12})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The state floor saves after its ADD and again after its DEL.
+	state := filepath.Join(t.TempDir(), "state")
+	if err := stateFloorTrip(filepath.Join(dir, "statefloor"), state, conf)(context.Background(), 0); err != nil {
+		t.Errorf("state floor: %v", err)
+	}
+	if data, err := os.ReadFile(state); err != nil || bytes.Count(data, []byte("\n")) != 1 {
+		t.Errorf("state floor left %q, %v; want the boot id alone", data, err)
 	}
 	c, err := contend(context.Background(), filepath.Join(dir, "generic-tty"), conf, 300*time.Millisecond)
 	if err != nil || c.doubles != 0 || c.leftOver != 0 || c.terminals != 32 || c.ok == 0 {

@@ -6,6 +6,11 @@
 //     with the plugins' flags, source in testdata/floor) and against CNI's
 //     host-local IPAM plugin doing its own ADD+DEL, installed from the Go
 //     module proxy at the newest version the proxy lists;
+//   - the same round trip of a second floor, the state floor (testdata/
+//     statefloor): the first floor plus only what SPEC.md requires of every
+//     saved change (boot id, flock, read, write, fsync, rename), so that the
+//     table shows how much of the 1.5x target the state rule alone uses up
+//     and how far each plugin is from the least it could cost;
 //   - 64 processes doing ADD then DEL of generic-tty at once on one state
 //     file: operations per second, the ADD outcomes, a ledger proving no
 //     terminal was handed out twice, and an empty LIST at the end;

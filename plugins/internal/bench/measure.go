@@ -38,6 +38,9 @@ type kind int
 
 const (
 	kindFloor kind = iota
+	// kindStateFloor is the floor plus the state rule: lock, read, and the
+	// fsynced rename every state change costs.
+	kindStateFloor
 	kindHostLocal
 	kindPlugin
 )
@@ -94,6 +97,21 @@ func measure(ctx context.Context, subjects []subject, n int) ([]row, error) {
 func percentile(d []time.Duration, p int) time.Duration {
 	slices.Sort(d)
 	return d[(len(d)-1)*p/100]
+}
+
+// stateFloorTrip is an ADD and a DEL of the state floor, each saving its
+// state to stateFile as a plugin's store does.
+func stateFloorTrip(bin, stateFile string, conf []byte) roundTrip {
+	return func(ctx context.Context, i int) error {
+		id := fmt.Sprintf("bench%d", i+1000)
+		for _, cmd := range []string{"ADD", "DEL"} {
+			env := []string{"CDI_COMMAND=" + cmd, "CDI_REQUEST_ID=" + id, "BENCH_STATE_FILE=" + stateFile}
+			if _, err := call(ctx, bin, env, conf); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 }
 
 // floorTrip is two execs of the floor: what ADD+DEL would cost if a

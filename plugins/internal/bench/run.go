@@ -68,8 +68,15 @@ func runBreakdown(ctx context.Context, root, tmp string, n int) error {
 // roundTripSubjects lists what the table compares: the floor, host-local
 // when it installs and works, and each plugin with its default drop-in.
 func roundTripSubjects(ctx context.Context, root, tmp, hlVersion string) ([]subject, error) {
-	subjects := []subject{{name: "floor (trivial Go binary)", kind: kindFloor, bin: filepath.Join(tmp, "floor")}}
-	subjects[0].trip = floorTrip(subjects[0].bin)
+	floor := subject{name: "floor (trivial Go binary)", kind: kindFloor, bin: filepath.Join(tmp, "floor")}
+	floor.trip = floorTrip(floor.bin)
+	stateFloor := subject{name: "state floor (floor + SPEC state rule)", kind: kindStateFloor, bin: filepath.Join(tmp, "statefloor")}
+	conf, err := os.ReadFile(filepath.Join(root, "conf.d/tty.d/generic.conf"))
+	if err != nil {
+		return nil, err
+	}
+	stateFloor.trip = stateFloorTrip(stateFloor.bin, filepath.Join(tmp, "statefloor.state"), conf)
+	subjects := []subject{floor, stateFloor}
 	if hl, err := hostLocalSubject(ctx, tmp, hlVersion); err != nil {
 		// host-local is a comparison, not the subject: without it the
 		// table still has the floor, so carry on and say why.
