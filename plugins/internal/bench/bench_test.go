@@ -55,6 +55,17 @@ func BenchmarkFloor(b *testing.B) {
 	benchTrip(b, floorTrip(filepath.Join(dir, "floor")))
 }
 
+// BenchmarkStateFloor is an ADD and a DEL of the state floor, the least
+// a call that saves its state as SPEC.md requires can cost.
+func BenchmarkStateFloor(b *testing.B) {
+	root, dir := built(b)
+	conf, err := os.ReadFile(filepath.Join(root, "conf.d/tty.d/generic.conf"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchTrip(b, stateFloorTrip(filepath.Join(dir, "statefloor"), filepath.Join(b.TempDir(), "state"), conf))
+}
+
 // BenchmarkAddDel is one ADD+DEL of each plugin with its default drop-in.
 func BenchmarkAddDel(b *testing.B) {
 	root, dir := built(b)

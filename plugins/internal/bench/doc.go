@@ -27,10 +27,10 @@
 //
 // Run it with `make bench` (or `go run ./plugins/internal/bench -n 500`);
 // progress goes to stderr, the tables to stdout. `go test -bench .` in
-// this package runs BenchmarkFloor, BenchmarkAddDel/<plugin>,
-// BenchmarkStartup/<plugin> and BenchmarkHostLocal with the same round
-// trips (BenchmarkHostLocal skips itself when the module proxy cannot
-// provide host-local).
+// this package runs BenchmarkFloor, BenchmarkStateFloor,
+// BenchmarkAddDel/<plugin>, BenchmarkStartup/<plugin> and
+// BenchmarkHostLocal with the same round trips (BenchmarkHostLocal skips
+// itself when the module proxy cannot provide host-local).
 //
 // Exit status: the targets (ADD+DEL median at most 1.5x the floor and
 // below host-local's; no grpc or client-go linked) are judged in the
