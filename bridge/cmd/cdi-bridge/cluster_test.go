@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +19,19 @@ import (
 	"github.com/cdiexec/cdi/bridge/instance"
 	"github.com/cdiexec/cdi/bridge/internal/apitest"
 )
+
+// killGroup SIGKILLs cmd's process group, reaps cmd, and waits (up to 5 s)
+// until no process of the group is left.
+func killGroup(cmd *exec.Cmd) {
+	pgid := cmd.Process.Pid
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	_ = cmd.Wait()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
+			return
+		}
+	}
+}
 
 // clusterNode is one node of TestCluster: a cdi-bridge process with the
 // Kubernetes store, its own kubelet-side fake, device-plugin dir,
@@ -63,12 +77,15 @@ func startClusterNode(t *testing.T, name, kubeconfig, namespace string) *cluster
 		t.Fatal(err)
 	}
 	cmd.Stderr = logFile
+	// Its own process group, so that the plugins it runs (a reclaim GC
+	// every 25 ms) die with it instead of writing into the state directory
+	// while the test removes it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		killGroup(cmd)
 		logFile.Close()
 		if t.Failed() {
 			data, _ := os.ReadFile(logPath)
