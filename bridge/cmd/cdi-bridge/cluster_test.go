@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -20,17 +19,29 @@ import (
 	"github.com/cdiexec/cdi/bridge/internal/apitest"
 )
 
-// killGroup SIGKILLs cmd's process group, reaps cmd, and waits (up to 5 s)
-// until no process of the group is left.
-func killGroup(cmd *exec.Cmd) {
-	pgid := cmd.Process.Pid
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	_ = cmd.Wait()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
-			return
-		}
+// pluginStateDir returns a new directory for a bridge's plugin state. It
+// is removed at cleanup like t.TempDir's, but tries again for a while:
+// the bridge runs each plugin in its own process group, so a plugin run
+// the bridge started (its reclaim GC runs every 25 ms) may still be
+// creating its lock file after the bridge was killed.
+func pluginStateDir(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "cluster-state")
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		var err error
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+			err = os.RemoveAll(dir)
+			// Gone for good only if no late plugin recreates it meanwhile.
+			time.Sleep(50 * time.Millisecond)
+			if _, statErr := os.Stat(dir); err == nil && errors.Is(statErr, os.ErrNotExist) {
+				return
+			}
+		}
+		t.Errorf("removing the plugin state %s: %v", dir, err)
+	})
+	return dir
 }
 
 // clusterNode is one node of TestCluster: a cdi-bridge process with the
@@ -57,7 +68,7 @@ func camInstance() string { return instance.Name("camera-endpoint", camID, "", t
 func startClusterNode(t *testing.T, name, kubeconfig, namespace string) *clusterNode {
 	confDir := t.TempDir()
 	conf, _ := json.Marshal(map[string]any{"cdiVersion": "0.1.0", "name": "cameras", "type": "camera", "plugin": "endpoint",
-		"args": map[string]any{"stateDir": t.TempDir(), "capacity": 2,
+		"args": map[string]any{"stateDir": pluginStateDir(t), "capacity": 2,
 			"endpoints": []map[string]any{{"id": camID, "url": "rtsp://192.0.2.1/stream"}}}})
 	_ = os.MkdirAll(filepath.Join(confDir, "camera.d"), 0o755)
 	if err := os.WriteFile(filepath.Join(confDir, "camera.d", "endpoint.conf"), conf, 0o644); err != nil {
@@ -77,15 +88,12 @@ func startClusterNode(t *testing.T, name, kubeconfig, namespace string) *cluster
 		t.Fatal(err)
 	}
 	cmd.Stderr = logFile
-	// Its own process group, so that the plugins it runs (a reclaim GC
-	// every 25 ms) die with it instead of writing into the state directory
-	// while the test removes it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		killGroup(cmd)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
 		logFile.Close()
 		if t.Failed() {
 			data, _ := os.ReadFile(logPath)
