@@ -152,7 +152,7 @@ func (r *InfoResult) UnmarshalJSON(data []byte) error {
 		case "cdiVersion":
 			err = plainjson.String(&out.CDIVersion)(m)
 		case InventoryKey:
-			err = readList(m, &out.Devices, (*DeviceInfo).ReadJSON)
+			err = plainjson.List(&out.Devices, (*DeviceInfo).ReadJSON)(m)
 		default:
 			var n int
 			err = plainjson.Int(&n)(m)

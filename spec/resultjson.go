@@ -27,12 +27,12 @@ func (r VersionResult) WriteJSON(w *plainjson.Writer) {
 // WriteJSON writes e.
 func (e *Error) WriteJSON(w *plainjson.Writer) {
 	w.BeginObject()
-	stringOmitEmpty(w, "cdiVersion", e.CDIVersion)
+	w.OmitEmptyString("cdiVersion", e.CDIVersion)
 	w.Key("code")
 	w.Int(int(e.Code))
 	w.Key("msg")
 	w.String(e.Msg)
-	stringOmitEmpty(w, "details", e.Details)
+	w.OmitEmptyString("details", e.Details)
 	w.EndObject()
 }
 
@@ -43,12 +43,12 @@ func (r AddResult) WriteJSON(w *plainjson.Writer) {
 	w.String(r.CDIVersion)
 	w.Key("devices")
 	w.Strings(r.Devices)
-	intsOmitEmpty(w, "numa_locality", r.NUMALocality)
+	w.OmitEmptyInts("numa_locality", r.NUMALocality)
 	if len(r.DeviceNodes) > 0 {
 		w.Key("deviceNodes")
 		writeDeviceNodes(w, r.DeviceNodes)
 	}
-	stringMapOmitEmpty(w, "env", r.Env)
+	w.OmitEmptyStringMap("env", r.Env)
 	if len(r.Mounts) > 0 {
 		w.Key("mounts")
 		w.BeginArray()
@@ -57,8 +57,8 @@ func (r AddResult) WriteJSON(w *plainjson.Writer) {
 		}
 		w.EndArray()
 	}
-	stringMapOmitEmpty(w, "annotations", r.Annotations)
-	stringsOmitEmpty(w, "cdiDevices", r.CDIDevices)
+	w.OmitEmptyStringMap("annotations", r.Annotations)
+	w.OmitEmptyStrings("cdiDevices", r.CDIDevices)
 	if len(r.Units) > 0 {
 		w.Key("units")
 		w.BeginArray()
@@ -77,14 +77,12 @@ func (r *AddResult) ReadJSON(v gjson.Result) error {
 		"cdiVersion":    plainjson.String(&r.CDIVersion),
 		"devices":       plainjson.Strings(&r.Devices),
 		"numa_locality": plainjson.Ints(&r.NUMALocality),
-		"deviceNodes": func(v gjson.Result) error {
-			return readList(v, &r.DeviceNodes, (*DeviceNode).ReadJSON)
-		},
-		"env":         plainjson.StringMap(&r.Env),
-		"mounts":      func(v gjson.Result) error { return readList(v, &r.Mounts, (*Mount).ReadJSON) },
-		"annotations": plainjson.StringMap(&r.Annotations),
-		"cdiDevices":  plainjson.Strings(&r.CDIDevices),
-		"units":       func(v gjson.Result) error { return readList(v, &r.Units, (*Unit).ReadJSON) },
+		"deviceNodes":   plainjson.List(&r.DeviceNodes, (*DeviceNode).ReadJSON),
+		"env":           plainjson.StringMap(&r.Env),
+		"mounts":        plainjson.List(&r.Mounts, (*Mount).ReadJSON),
+		"annotations":   plainjson.StringMap(&r.Annotations),
+		"cdiDevices":    plainjson.Strings(&r.CDIDevices),
+		"units":         plainjson.List(&r.Units, (*Unit).ReadJSON),
 	}, false)
 }
 
@@ -93,8 +91,8 @@ func (d DeviceNode) WriteJSON(w *plainjson.Writer) {
 	w.BeginObject()
 	w.Key("hostPath")
 	w.String(d.HostPath)
-	stringOmitEmpty(w, "containerPath", d.ContainerPath)
-	stringOmitEmpty(w, "permissions", d.Permissions)
+	w.OmitEmptyString("containerPath", d.ContainerPath)
+	w.OmitEmptyString("permissions", d.Permissions)
 	w.EndObject()
 }
 
@@ -201,30 +199,22 @@ func (d DeviceInfo) WriteJSON(w *plainjson.Writer) {
 	w.Int(d.Used)
 	w.Key("shared")
 	w.Bool(d.Shared)
-	stringMapOmitEmpty(w, "properties", d.Properties)
+	w.OmitEmptyStringMap("properties", d.Properties)
 	w.EndObject()
 }
 
 // ReadJSON reads a DeviceInfo.
 func (d *DeviceInfo) ReadJSON(v gjson.Result) error {
 	return plainjson.Object(v, plainjson.Fields{
-		"id":       plainjson.String(&d.ID),
-		"resource": plainjson.String(&d.Resource),
-		"deviceNodes": func(v gjson.Result) error {
-			return readList(v, &d.DeviceNodes, (*DeviceNode).ReadJSON)
-		},
-		"numaNode": func(v gjson.Result) error {
-			if v.Type == gjson.Null {
-				return nil
-			}
-			d.NUMANode = new(int)
-			return plainjson.Int(d.NUMANode)(v)
-		},
-		"healthy":    plainjson.Bool(&d.Healthy),
-		"capacity":   plainjson.Int(&d.Capacity),
-		"used":       plainjson.Int(&d.Used),
-		"shared":     plainjson.Bool(&d.Shared),
-		"properties": plainjson.StringMap(&d.Properties),
+		"id":          plainjson.String(&d.ID),
+		"resource":    plainjson.String(&d.Resource),
+		"deviceNodes": plainjson.List(&d.DeviceNodes, (*DeviceNode).ReadJSON),
+		"numaNode":    plainjson.IntPtr(&d.NUMANode),
+		"healthy":     plainjson.Bool(&d.Healthy),
+		"capacity":    plainjson.Int(&d.Capacity),
+		"used":        plainjson.Int(&d.Used),
+		"shared":      plainjson.Bool(&d.Shared),
+		"properties":  plainjson.StringMap(&d.Properties),
 	}, false)
 }
 
@@ -281,50 +271,4 @@ func writeDeviceNodes(w *plainjson.Writer, nodes []DeviceNode) {
 		n.WriteJSON(w)
 	}
 	w.EndArray()
-}
-
-// readList reads an array whose elements read themselves.
-func readList[T any](v gjson.Result, dst *[]T, read func(*T, gjson.Result) error) error {
-	var out []T
-	if v.Type != gjson.Null {
-		out = []T{}
-	}
-	err := plainjson.Array(v, func(_ int, e gjson.Result) error {
-		var x T
-		err := read(&x, e)
-		out = append(out, x)
-		return err
-	})
-	if err == nil {
-		*dst = out
-	}
-	return err
-}
-
-func stringOmitEmpty(w *plainjson.Writer, key, s string) {
-	if s != "" {
-		w.Key(key)
-		w.String(s)
-	}
-}
-
-func stringsOmitEmpty(w *plainjson.Writer, key string, ss []string) {
-	if len(ss) > 0 {
-		w.Key(key)
-		w.Strings(ss)
-	}
-}
-
-func intsOmitEmpty(w *plainjson.Writer, key string, ns []int) {
-	if len(ns) > 0 {
-		w.Key(key)
-		w.Ints(ns)
-	}
-}
-
-func stringMapOmitEmpty(w *plainjson.Writer, key string, m map[string]string) {
-	if len(m) > 0 {
-		w.Key(key)
-		w.StringMap(m)
-	}
 }

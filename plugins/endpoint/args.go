@@ -110,19 +110,8 @@ func parseArgs(cfg *spec.Config) (endpointArgs, error) {
 func readProbe(v gjson.Result) (probeArgs, error) {
 	var p probeArgs
 	err := plainjson.Object(v, plainjson.Fields{
-		"tcp": plainjson.Bool(&p.TCP),
-		"timeoutMs": func(v gjson.Result) error {
-			if v.Type == gjson.Null {
-				p.TimeoutMs = nil
-				return nil
-			}
-			var n int
-			if err := plainjson.Int(&n)(v); err != nil {
-				return err
-			}
-			p.TimeoutMs = &n
-			return nil
-		},
+		"tcp":       plainjson.Bool(&p.TCP),
+		"timeoutMs": plainjson.IntPtr(&p.TimeoutMs),
 	}, true)
 	if err != nil {
 		return p, spec.NewError(spec.CodeInvalidConfig, "args.probe: %w", err)

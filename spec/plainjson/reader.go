@@ -117,19 +117,19 @@ func Bool(dst *bool) func(gjson.Result) error {
 	}
 }
 
-// Strings reads an array of strings into dst; null sets dst to nil.
-func Strings(dst *[]string) func(gjson.Result) error {
+// List reads an array into dst, each element with read; null sets dst to
+// nil and [] to an empty slice.
+func List[T any](dst *[]T, read func(*T, gjson.Result) error) func(gjson.Result) error {
 	return func(v gjson.Result) error {
-		var out []string
+		var out []T
 		if v.Type != gjson.Null {
-			out = []string{}
+			out = []T{}
 		}
 		err := Array(v, func(_ int, e gjson.Result) error {
-			if e.Type != gjson.String {
-				return typeError(e, "a string")
-			}
-			out = append(out, e.String())
-			return nil
+			var x T
+			err := read(&x, e)
+			out = append(out, x)
+			return err
 		})
 		if err == nil {
 			*dst = out
@@ -138,20 +138,38 @@ func Strings(dst *[]string) func(gjson.Result) error {
 	}
 }
 
-// Ints reads an array of integers into dst; null sets dst to nil.
-func Ints(dst *[]int) func(gjson.Result) error {
-	return func(v gjson.Result) error {
-		var out []int
-		if v.Type != gjson.Null {
-			out = []int{}
+// Strings reads an array of strings into dst; null sets dst to nil. A null
+// element is refused.
+func Strings(dst *[]string) func(gjson.Result) error {
+	return List(dst, func(s *string, e gjson.Result) error {
+		if e.Type != gjson.String {
+			return typeError(e, "a string")
 		}
-		err := Array(v, func(_ int, e gjson.Result) error {
-			n, err := toInt(e)
-			out = append(out, n)
-			return err
-		})
+		*s = e.String()
+		return nil
+	})
+}
+
+// Ints reads an array of integers into dst; null sets dst to nil. A null
+// element is refused.
+func Ints(dst *[]int) func(gjson.Result) error {
+	return List(dst, func(n *int, e gjson.Result) (err error) {
+		*n, err = toInt(e)
+		return err
+	})
+}
+
+// IntPtr reads an integer into a new int at *dst; null sets *dst to nil,
+// for optional members whose zero is a valid value.
+func IntPtr(dst **int) func(gjson.Result) error {
+	return func(v gjson.Result) error {
+		if v.Type == gjson.Null {
+			*dst = nil
+			return nil
+		}
+		n, err := toInt(v)
 		if err == nil {
-			*dst = out
+			*dst = &n
 		}
 		return err
 	}

@@ -95,3 +95,46 @@ func TestErrorsNameTheMember(t *testing.T) {
 		t.Fatalf("error %v, want %s", err, want)
 	}
 }
+
+func TestIntPtrAndList(t *testing.T) {
+	type item struct{ N int }
+	readItem := func(it *item, v gjson.Result) error { return Object(v, Fields{"n": Int(&it.N)}, true) }
+	zero := 0
+	for _, tc := range []struct {
+		name, in  string
+		wantOpt   *int
+		wantItems []item
+		wantErr   bool
+	}{
+		{name: "absent"},
+		{name: "zero is kept apart from absent", in: `{"opt":0,"items":[]}`, wantOpt: &zero, wantItems: []item{}},
+		{name: "null", in: `{"opt":null,"items":null}`},
+		{name: "values", in: `{"opt":5,"items":[{"n":1},{"n":2}]}`, wantOpt: func() *int { n := 5; return &n }(), wantItems: []item{{1}, {2}}},
+		{name: "fraction", in: `{"opt":0.5}`, wantErr: true},
+		{name: "bad element", in: `{"items":[{"n":1},{"m":2}]}`, wantErr: true},
+		{name: "object for list", in: `{"items":{}}`, wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := tc.in
+			if in == "" {
+				in = "{}"
+			}
+			v, err := Parse([]byte(in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var opt *int
+			var items []item
+			err = Object(v, Fields{"opt": IntPtr(&opt), "items": List(&items, readItem)}, true)
+			if tc.wantErr {
+				if !errors.Is(err, ErrType) {
+					t.Fatalf("error %v, want ErrType", err)
+				}
+				return
+			}
+			if err != nil || !reflect.DeepEqual(opt, tc.wantOpt) || !reflect.DeepEqual(items, tc.wantItems) {
+				t.Fatalf("got %v %+v, %v; want %v %+v", opt, items, err, tc.wantOpt, tc.wantItems)
+			}
+		})
+	}
+}

@@ -106,6 +106,41 @@ func (w *Writer) StringMap(m map[string]string) {
 	w.EndObject()
 }
 
+// The OmitEmpty methods write a member only when its value is not empty,
+// as a json tag's omitempty does.
+
+// OmitEmptyString writes key and s unless s is "".
+func (w *Writer) OmitEmptyString(key, s string) {
+	if s != "" {
+		w.Key(key)
+		w.String(s)
+	}
+}
+
+// OmitEmptyStrings writes key and ss unless ss is empty.
+func (w *Writer) OmitEmptyStrings(key string, ss []string) {
+	if len(ss) > 0 {
+		w.Key(key)
+		w.Strings(ss)
+	}
+}
+
+// OmitEmptyInts writes key and ns unless ns is empty.
+func (w *Writer) OmitEmptyInts(key string, ns []int) {
+	if len(ns) > 0 {
+		w.Key(key)
+		w.Ints(ns)
+	}
+}
+
+// OmitEmptyStringMap writes key and m unless m is empty.
+func (w *Writer) OmitEmptyStringMap(key string, m map[string]string) {
+	if len(m) > 0 {
+		w.Key(key)
+		w.StringMap(m)
+	}
+}
+
 // SortedKeys returns m's keys in order.
 func SortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))

@@ -66,14 +66,8 @@ func (r *Record) writeJSON(w *plainjson.Writer) {
 	w.BeginObject()
 	w.Key("request")
 	w.String(r.Request)
-	if len(r.Devices) > 0 {
-		w.Key("devices")
-		w.Strings(r.Devices)
-	}
-	if len(r.NUMANodes) > 0 {
-		w.Key("numaNodes")
-		w.Ints(r.NUMANodes)
-	}
+	w.OmitEmptyStrings("devices", r.Devices)
+	w.OmitEmptyInts("numaNodes", r.NUMANodes)
 	w.Key("created")
 	spec.WriteTime(w, r.Created)
 	w.Key("result")
