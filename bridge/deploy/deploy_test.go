@@ -26,6 +26,7 @@ import (
 	"github.com/cdiexec/cdi/bridge/deviceplugin/kubelettest"
 	"github.com/cdiexec/cdi/bridge/instance"
 	"github.com/cdiexec/cdi/bridge/internal/apitest"
+	"github.com/cdiexec/cdi/plugins/exectest"
 )
 
 // testUser is the API server's test identity that the bridge process runs
@@ -164,7 +165,7 @@ type runningBridge struct {
 func startBridge(t *testing.T, ds map[string]string, kubeconfig, ns string) *runningBridge {
 	confDir := t.TempDir()
 	conf, _ := json.Marshal(map[string]any{"cdiVersion": "0.1.0", "name": "cameras", "type": "camera", "plugin": "endpoint",
-		"args": map[string]any{"stateDir": t.TempDir(), "capacity": 2,
+		"args": map[string]any{"stateDir": exectest.StateDir(t), "capacity": 2,
 			"endpoints": []map[string]any{{"id": camID, "url": "rtsp://192.0.2.1/stream"}}}})
 	_ = os.MkdirAll(filepath.Join(confDir, "camera.d"), 0o755)
 	if err := os.WriteFile(filepath.Join(confDir, "camera.d", "endpoint.conf"), conf, 0o644); err != nil {

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -160,6 +161,33 @@ func runMain(m *testing.M, build func(dir string) error) int {
 		return 2
 	}
 	return m.Run()
+}
+
+// StateDir returns a new directory for plugins' state, for a test whose
+// plugins a bridge runs. It is removed at cleanup like t.TempDir's, but
+// tries again for up to 5 s until it stays gone: a bridge runs each
+// plugin in a process group of its own, so a plugin run it had just
+// started can outlive the killed bridge and recreate its lock file while
+// the directory is being removed.
+func StateDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "plugin-state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		var err error
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+			err = os.RemoveAll(dir)
+			// Gone for good only if no late plugin recreates it meanwhile.
+			time.Sleep(50 * time.Millisecond)
+			if _, statErr := os.Stat(dir); err == nil && errors.Is(statErr, fs.ErrNotExist) {
+				return
+			}
+		}
+		t.Errorf("removing the plugin state %s: %v", dir, err)
+	})
+	return dir
 }
 
 // FixtureRoot returns the absolute path of the module's testdata/root,

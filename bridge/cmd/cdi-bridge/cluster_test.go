@@ -17,32 +17,8 @@ import (
 	"github.com/cdiexec/cdi/bridge/deviceplugin/kubelettest"
 	"github.com/cdiexec/cdi/bridge/instance"
 	"github.com/cdiexec/cdi/bridge/internal/apitest"
+	"github.com/cdiexec/cdi/plugins/exectest"
 )
-
-// pluginStateDir returns a new directory for a bridge's plugin state. It
-// is removed at cleanup like t.TempDir's, but tries again for a while:
-// the bridge runs each plugin in its own process group, so a plugin run
-// the bridge started (its reclaim GC runs every 25 ms) may still be
-// creating its lock file after the bridge was killed.
-func pluginStateDir(t *testing.T) string {
-	dir, err := os.MkdirTemp("", "cluster-state")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		var err error
-		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
-			err = os.RemoveAll(dir)
-			// Gone for good only if no late plugin recreates it meanwhile.
-			time.Sleep(50 * time.Millisecond)
-			if _, statErr := os.Stat(dir); err == nil && errors.Is(statErr, os.ErrNotExist) {
-				return
-			}
-		}
-		t.Errorf("removing the plugin state %s: %v", dir, err)
-	})
-	return dir
-}
 
 // clusterNode is one node of TestCluster: a cdi-bridge process with the
 // Kubernetes store, its own kubelet-side fake, device-plugin dir,
@@ -68,7 +44,7 @@ func camInstance() string { return instance.Name("camera-endpoint", camID, "", t
 func startClusterNode(t *testing.T, name, kubeconfig, namespace string) *clusterNode {
 	confDir := t.TempDir()
 	conf, _ := json.Marshal(map[string]any{"cdiVersion": "0.1.0", "name": "cameras", "type": "camera", "plugin": "endpoint",
-		"args": map[string]any{"stateDir": pluginStateDir(t), "capacity": 2,
+		"args": map[string]any{"stateDir": exectest.StateDir(t), "capacity": 2,
 			"endpoints": []map[string]any{{"id": camID, "url": "rtsp://192.0.2.1/stream"}}}})
 	_ = os.MkdirAll(filepath.Join(confDir, "camera.d"), 0o755)
 	if err := os.WriteFile(filepath.Join(confDir, "camera.d", "endpoint.conf"), conf, 0o644); err != nil {

@@ -47,7 +47,7 @@ type bridge struct {
 func startBridge(t *testing.T) *bridge {
 	confDir := t.TempDir()
 	conf, _ := json.Marshal(map[string]any{"cdiVersion": "0.1.0", "name": "t", "type": "tty", "plugin": "generic-tty",
-		"args": map[string]any{"root": exectest.FixtureRoot(t), "stateDir": t.TempDir(), "num_system_reserved": 42}})
+		"args": map[string]any{"root": exectest.FixtureRoot(t), "stateDir": exectest.StateDir(t), "num_system_reserved": 42}})
 	_ = os.MkdirAll(filepath.Join(confDir, "tty.d"), 0o755)
 	if err := os.WriteFile(filepath.Join(confDir, "tty.d", "generic.conf"), conf, 0o644); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cdiexec/cdi/plugins/exectest"
 )
 
 const (
@@ -29,7 +31,7 @@ type bridgeFiles struct {
 // fixture host and stateDir at a directory of the test.
 func newBridgeFiles(t *testing.T) bridgeFiles {
 	t.Helper()
-	state := t.TempDir()
+	state := exectest.StateDir(t)
 	f := bridgeFiles{confDir: t.TempDir(), store: filepath.Join(t.TempDir(), "instances.json"), state: state}
 	drops, err := filepath.Glob(filepath.Join(build.root, "conf.d", "*", "*.conf"))
 	if err != nil || len(drops) == 0 {
