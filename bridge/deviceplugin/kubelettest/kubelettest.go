@@ -1,7 +1,7 @@
 // Package kubelettest is a kubelet's device-manager side for tests, over
 // real unix sockets: it serves the Registration service on kubelet.sock,
 // dials each registering plugin back, keeps a ListAndWatch stream open to
-// it and records every list, and can Allocate and restart as the real
+// it and records every list with the time it arrived, and can Allocate and restart as the real
 // kubelet does (deleting every socket in its directory).
 package kubelettest
 
@@ -29,10 +29,17 @@ type Kubelet struct {
 	cond    *sync.Cond
 	regs    []*pluginapi.RegisterRequest
 	lists   map[string][]*pluginapi.Device // resource -> last list
+	history map[string][]List              // resource -> every list of its latest stream
 	plugins map[string]*grpc.ClientConn    // resource -> connection
 	g       *grpc.Server
 	cancel  context.CancelFunc
 	ctx     context.Context
+}
+
+// List is one ListAndWatch response and when it arrived.
+type List struct {
+	At      time.Time
+	Devices []*pluginapi.Device
 }
 
 // Start serves kubelet.sock in dir.
@@ -45,7 +52,7 @@ func Start(dir string) (*Kubelet, error) {
 func (k *Kubelet) start() error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.lists, k.plugins = map[string][]*pluginapi.Device{}, map[string]*grpc.ClientConn{}
+	k.lists, k.plugins, k.history = map[string][]*pluginapi.Device{}, map[string]*grpc.ClientConn{}, map[string][]List{}
 	k.ctx, k.cancel = context.WithCancel(context.Background())
 	lis, err := net.Listen("unix", filepath.Join(k.Dir, "kubelet.sock"))
 	if err != nil {
@@ -73,6 +80,7 @@ func (k *Kubelet) Register(_ context.Context, req *pluginapi.RegisterRequest) (*
 		old.Close()
 	}
 	k.plugins[req.ResourceName] = conn
+	k.history[req.ResourceName] = nil
 	k.regs = append(k.regs, req)
 	k.cond.Broadcast()
 	k.mu.Unlock()
@@ -87,6 +95,7 @@ func (k *Kubelet) Register(_ context.Context, req *pluginapi.RegisterRequest) (*
 func (k *Kubelet) watch(resource string, stream pluginapi.DevicePlugin_ListAndWatchClient) {
 	for {
 		resp, err := stream.Recv()
+		at := time.Now() // before the lock: the arrival, not our turn
 		if err != nil {
 			return
 		}
@@ -96,6 +105,7 @@ func (k *Kubelet) watch(resource string, stream pluginapi.DevicePlugin_ListAndWa
 		}
 		k.mu.Lock()
 		k.lists[resource] = devs
+		k.history[resource] = append(k.history[resource], List{At: at, Devices: devs})
 		k.cond.Broadcast()
 		k.mu.Unlock()
 	}
@@ -111,26 +121,57 @@ func (k *Kubelet) Registrations() []*pluginapi.RegisterRequest {
 // WaitFor waits until ok holds for the registrations and the last list of
 // resource, or timeout passes.
 func (k *Kubelet) WaitFor(resource string, timeout time.Duration, ok func(regs int, devs []*pluginapi.Device) bool) ([]*pluginapi.Device, error) {
-	timer := time.AfterFunc(timeout, func() { k.mu.Lock(); k.cond.Broadcast(); k.mu.Unlock() })
-	defer timer.Stop()
-	deadline := time.Now().Add(timeout)
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	for {
-		n := 0
+	var n int
+	var devs []*pluginapi.Device
+	err := k.await(timeout, func() bool {
+		n, devs = 0, k.lists[resource]
 		for _, r := range k.regs {
 			if r.ResourceName == resource {
 				n++
 			}
 		}
-		if ok(n, k.lists[resource]) {
-			return k.lists[resource], nil
-		}
-		if time.Now().After(deadline) {
-			return k.lists[resource], fmt.Errorf("timed out after %v waiting on %s (%d registrations, list %v)", timeout, resource, n, k.lists[resource])
+		return ok(n, devs)
+	})
+	if err != nil {
+		return devs, fmt.Errorf("%w waiting on %s (%d registrations, list %v)", err, resource, n, devs)
+	}
+	return devs, nil
+}
+
+// Await waits until done holds, or timeout passes. done sees, per
+// resource, every list its latest stream delivered, oldest first; it runs
+// with the Kubelet locked, after every registration and list, and must
+// not keep or change what it is given.
+func (k *Kubelet) Await(timeout time.Duration, done func(history map[string][]List) bool) error {
+	return k.await(timeout, func() bool { return done(k.history) })
+}
+
+// await evaluates done under k.mu whenever something arrives, until it
+// holds or timeout passes.
+func (k *Kubelet) await(timeout time.Duration, done func() bool) error {
+	timer := time.AfterFunc(timeout, func() { k.mu.Lock(); k.cond.Broadcast(); k.mu.Unlock() })
+	defer timer.Stop()
+	deadline := time.Now().Add(timeout)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for !done() {
+		if !time.Now().Before(deadline) {
+			return fmt.Errorf("timed out after %v", timeout)
 		}
 		k.cond.Wait()
 	}
+	return nil
+}
+
+// History returns, per resource, every list its latest stream delivered.
+func (k *Kubelet) History() map[string][]List {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := make(map[string][]List, len(k.history))
+	for res, h := range k.history {
+		out[res] = append([]List(nil), h...)
+	}
+	return out
 }
 
 // Allocate calls the resource's plugin with one container request per

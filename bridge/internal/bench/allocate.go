@@ -120,7 +120,7 @@ func (r *rig) updates(level, il, slot string, before map[string]int) (time.Time,
 	if err != nil {
 		return time.Time{}, err
 	}
-	return later(a.at, b.at), nil
+	return later(a.At, b.At), nil
 }
 
 // grantedSlot reads the slot from the response's slot annotation and

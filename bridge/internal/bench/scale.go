@@ -91,7 +91,7 @@ func serving(k *kubelet, pid int, start time.Time, devices, capacity int) (start
 		if err != nil {
 			return run, err
 		}
-		last = later(last, l.at)
+		last = later(last, l.At)
 	}
 	run.ready = last.Sub(start)
 	time.Sleep(time.Second)
