@@ -1,9 +1,9 @@
 // Package plainjson reads and writes JSON without reflection.
 //
-// A plugin is a short-lived process: every call pays for its start-up, and
-// encoding/json's first use in a process (building a codec per type by
-// reflection, and the memory that touches) costs about as much as the
-// plugin's own work. The plugins therefore write their documents with a
+// A plugin is a short-lived process: every call pays again for whatever
+// its code does the first time, and encoding/json's first use in a process
+// builds a codec per type by reflection, touching memory each call then
+// pays for. The plugins therefore write their documents with a
 // Writer, which appends to a byte slice and indents exactly as
 // json.MarshalIndent does, and read them with the strict field readers
 // here over gjson, which parses without reflection.
