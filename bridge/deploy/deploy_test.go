@@ -26,6 +26,7 @@ import (
 	"github.com/cdiexec/cdi/bridge/deviceplugin/kubelettest"
 	"github.com/cdiexec/cdi/bridge/instance"
 	"github.com/cdiexec/cdi/bridge/internal/apitest"
+	"github.com/cdiexec/cdi/bridge/internal/proctest"
 	"github.com/cdiexec/cdi/plugins/exectest"
 )
 
@@ -188,27 +189,11 @@ func runBridge(t *testing.T, args map[string]string) {
 		argv = append(argv, "--"+name+"="+args[name])
 	}
 	cmd := exec.Command(binPath("cdi-bridge"), argv...)
-	logPath := filepath.Join(t.TempDir(), "bridge.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = logFile
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
 	t.Logf("cdi-bridge %s", strings.Join(argv, " "))
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		logFile.Close()
-		data, _ := os.ReadFile(logPath)
+	proctest.Start(t, cmd, "the bridge", func(log []byte) {
 		// A refusal the subtests did not notice is still a missing rule.
-		if bytes.Contains(bytes.ToLower(data), []byte("forbidden")) {
+		if bytes.Contains(bytes.ToLower(log), []byte("forbidden")) {
 			t.Error("the API server refused the bridge something")
-		}
-		if t.Failed() {
-			t.Logf("the bridge's log:\n%s", data)
 		}
 	})
 }

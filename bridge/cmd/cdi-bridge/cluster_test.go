@@ -17,6 +17,7 @@ import (
 	"github.com/cdiexec/cdi/bridge/deviceplugin/kubelettest"
 	"github.com/cdiexec/cdi/bridge/instance"
 	"github.com/cdiexec/cdi/bridge/internal/apitest"
+	"github.com/cdiexec/cdi/bridge/internal/proctest"
 	"github.com/cdiexec/cdi/plugins/exectest"
 )
 
@@ -58,24 +59,7 @@ func startClusterNode(t *testing.T, name, kubeconfig, namespace string) *cluster
 		"--pod-resources-socket", podSock, "--reclaim-grace", "0s", "--reclaim-period", "25ms", "--log-level", "warn")
 	// Every lost race is a warning: the logs go to a file, shown when the
 	// test fails.
-	logPath := filepath.Join(t.TempDir(), name+".log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = logFile
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		logFile.Close()
-		if t.Failed() {
-			data, _ := os.ReadFile(logPath)
-			t.Logf("node %s's log:\n%s", name, data)
-		}
-	})
+	proctest.Start(t, cmd, "node "+name, nil)
 	return &clusterNode{name: name, kubelet: h.Kubelet, pods: h.Pods}
 }
 
