@@ -133,8 +133,15 @@ func TestRoundTripsWork(t *testing.T) {
 			t.Errorf("%s: %v", p.name, err)
 		}
 		ps := phaseSubject{name: p.name, bin: filepath.Join(dir, p.name), request: p.request, conf: conf}
-		if _, err := ps.phases(context.Background(), 0); err != nil {
+		ts, err := ps.phases(context.Background(), 0)
+		if err != nil {
 			t.Errorf("breakdown: %v", err)
+		}
+		for k, s := range ts {
+			// Any Go process maps fresh pages as it starts.
+			if err == nil && (s.faults <= 0 || s.wall <= 0) {
+				t.Errorf("%s breakdown step %d: %+v, want time and page faults", p.name, k, s)
+			}
 		}
 	}
 	conf, err := dropIn(root, "conf.d/tty.d/generic.conf", t.TempDir(), map[string]any{"num_system_reserved": 12})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"syscall"
 	"text/tabwriter"
 	"time"
 )
@@ -22,27 +23,63 @@ type phaseSubject struct {
 // phaseRow holds the medians of one plugin's calls, one exec each.
 type phaseRow struct {
 	name              string
-	version, add, del time.Duration
+	version, add, del sample
+}
+
+// sample is one exec as the breakdown sees it, or the medians of many.
+type sample struct {
+	wall time.Duration
+	// faults are the minor page faults the kernel accounted to the
+	// process: each is a fresh page mapped in, and on some machines
+	// (virtual ones especially) they are most of what an exec costs.
+	faults int64
+}
+
+// timed runs step and measures it. Steps run one at a time here, so the
+// growth of RUSAGE_CHILDREN across a step is the faults of the process
+// it waited for.
+func timed(step func() error) (sample, error) {
+	before := childFaults()
+	start := time.Now()
+	err := step()
+	return sample{wall: time.Since(start), faults: childFaults() - before}, err
+}
+
+func childFaults() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru); err != nil {
+		return 0
+	}
+	return ru.Minflt
+}
+
+// medianSample is the median wall time and the median fault count.
+func medianSample(s []sample) sample {
+	walls, faults := make([]time.Duration, len(s)), make([]int64, len(s))
+	for i, x := range s {
+		walls[i], faults[i] = x.wall, x.faults
+	}
+	return sample{wall: percentile(walls, 50), faults: percentile(faults, 50)}
 }
 
 // breakdown times, interleaved as measure does and after the same
 // warm-up, one exec of the floor and each plugin's VERSION, ADD and DEL.
-func breakdown(ctx context.Context, floorBin string, plugins []phaseSubject, n int) (time.Duration, []phaseRow, error) {
+func breakdown(ctx context.Context, floorBin string, plugins []phaseSubject, n int) (sample, []phaseRow, error) {
 	progress("timing %d rounds of one floor exec and each plugin's VERSION, ADD and DEL alone", n)
-	var floor []time.Duration
-	d := make([][3][]time.Duration, len(plugins))
+	var floor []sample
+	d := make([][3][]sample, len(plugins))
 	for i := -warmUp; i < n; i++ {
-		start := time.Now()
-		if _, err := call(ctx, floorBin, nil, nil); err != nil {
-			return 0, nil, err
+		f, err := timed(func() error { _, err := call(ctx, floorBin, nil, nil); return err })
+		if err != nil {
+			return sample{}, nil, err
 		}
 		if i >= 0 {
-			floor = append(floor, time.Since(start))
+			floor = append(floor, f)
 		}
 		for j, p := range plugins {
 			ts, err := p.phases(ctx, i)
 			if err != nil {
-				return 0, nil, err
+				return sample{}, nil, err
 			}
 			if i < 0 {
 				continue // warm-up
@@ -54,26 +91,26 @@ func breakdown(ctx context.Context, floorBin string, plugins []phaseSubject, n i
 	}
 	rows := make([]phaseRow, len(plugins))
 	for j, p := range plugins {
-		rows[j] = phaseRow{name: p.name, version: percentile(d[j][0], 50), add: percentile(d[j][1], 50), del: percentile(d[j][2], 50)}
+		rows[j] = phaseRow{name: p.name, version: medianSample(d[j][0]), add: medianSample(d[j][1]), del: medianSample(d[j][2])}
 	}
-	return percentile(floor, 50), rows, nil
+	return medianSample(floor), rows, nil
 }
 
 // phases times VERSION, ADD and DEL of one request-id.
-func (p phaseSubject) phases(ctx context.Context, i int) ([3]time.Duration, error) {
+func (p phaseSubject) phases(ctx context.Context, i int) ([3]sample, error) {
 	id := fmt.Sprintf("phase%d", i+1000)
 	steps := [3]func() error{
 		func() error { return versionCall(ctx, p.bin) },
 		func() error { return addCall(ctx, p.bin, p.conf, p.request, id) },
 		func() error { return delCall(ctx, p.bin, p.conf, id) },
 	}
-	var ts [3]time.Duration
+	var ts [3]sample
 	for k, step := range steps {
-		start := time.Now()
-		if err := step(); err != nil {
+		s, err := timed(step)
+		if err != nil {
 			return ts, fmt.Errorf("%s: %w", p.name, err)
 		}
-		ts[k] = time.Since(start)
+		ts[k] = s
 	}
 	return ts, nil
 }
@@ -81,24 +118,27 @@ func (p phaseSubject) phases(ctx context.Context, i int) ([3]time.Duration, erro
 // printBreakdown splits each plugin's ADD+DEL into the two execs any
 // binary pays (the floor's), the plugin's start-up beyond the floor's,
 // and the work after start-up, next to what the 1.5x target leaves over
-// the floor, and names the larger of the two parts over the floor.
-func printBreakdown(w io.Writer, floorExec time.Duration, rows []phaseRow, n int) {
-	budget := time.Duration((maxFloorRatio - 1) * 2 * float64(floorExec))
+// the floor, and names the larger of the two parts over the floor. The
+// page faults of each call stand beside the times, since start-up and
+// work alike cost in fresh pages as much as in instructions.
+func printBreakdown(w io.Writer, floor sample, rows []phaseRow, n int) {
+	budget := time.Duration((maxFloorRatio - 1) * 2 * float64(floor.wall))
 	fmt.Fprintf(w, "\nWhere ADD+DEL goes: each call one exec, timed alone; medians of %d rounds, interleaved; ms\n", n)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "plugin\tADD\tDEL\tVERSION\t= 2 floor execs\t+ start-up surplus\t+ work\tbudget over floor\tmost of the excess")
+	fmt.Fprintln(tw, "plugin\tADD\tDEL\tVERSION\t= 2 floor execs\t+ start-up surplus\t+ work\tbudget over floor\tmost of the excess\tpage faults VERSION/ADD/DEL")
 	for _, r := range rows {
-		total := r.add + r.del
-		execs := 2 * floorExec
-		surplus := 2 * (r.version - floorExec)
-		work := total - 2*r.version
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.name, ms(r.add), ms(r.del), ms(r.version),
-			ms(execs), ms(surplus), ms(work), ms(budget), dominant(surplus, work))
+		total := r.add.wall + r.del.wall
+		execs := 2 * floor.wall
+		surplus := 2 * (r.version.wall - floor.wall)
+		work := total - 2*r.version.wall
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d/%d\n", r.name, ms(r.add.wall), ms(r.del.wall), ms(r.version.wall),
+			ms(execs), ms(surplus), ms(work), ms(budget), dominant(surplus, work), r.version.faults, r.add.faults, r.del.faults)
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "floor exec %s ms. start-up surplus = 2 x (VERSION - floor exec): the bigger binary and its init;\n", ms(floorExec))
+	fmt.Fprintf(w, "floor exec %s ms, %d page faults. start-up surplus = 2 x (VERSION - floor exec): the bigger binary and its init;\n", ms(floor.wall), floor.faults)
 	fmt.Fprintln(w, "work = ADD + DEL - 2 x VERSION: configuration, fixture scan, lock, state file write and sync;")
-	fmt.Fprintf(w, "budget over floor = what the %.1fx target allows above the floor's two execs.\n", maxFloorRatio)
+	fmt.Fprintf(w, "budget over floor = what the %.1fx target allows above the floor's two execs;\n", maxFloorRatio)
+	fmt.Fprintln(w, "page faults = minor faults of the exec (getrusage of the waited-for child), each a fresh page mapped in.")
 }
 
 // dominant names the larger part of the cost above the floor's execs and

@@ -14,10 +14,14 @@
 //   - 64 processes doing ADD then DEL of generic-tty at once on one state
 //     file: operations per second, the ADD outcomes, a ledger proving no
 //     terminal was handed out twice, and an empty LIST at the end;
+//   - with each ratio to the floor, its 95% bootstrap interval over the
+//     rounds, so that a plugin near the 1.5x target is seen to be inside
+//     the run-to-run spread rather than judged by one median;
 //   - where each plugin's ADD+DEL goes, so that a missed target comes with
 //     its cause: VERSION, ADD and DEL each timed alone, split into the two
 //     execs any binary pays (the floor's), the plugin's start-up beyond
-//     them (VERSION reads no stdin and touches no state) and its work;
+//     them (VERSION reads no stdin and touches no state) and its work,
+//     with the page faults of each call beside the times;
 //   - each plugin binary's size, and whether its build info lists grpc or
 //     client-go, which a plugin must never link.
 //

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -57,8 +58,10 @@ type subject struct {
 type row struct {
 	subject
 	p50, p90 time.Duration
-	sizeMiB  float64
-	links    []string // grpc or client-go, if the build info lists them
+	// floorLo and floorHi bound the x floor ratio (ratioInterval).
+	floorLo, floorHi float64
+	sizeMiB          float64
+	links            []string // grpc or client-go, if the build info lists them
 }
 
 // measure warms every subject up, then times n rounds of each, taking the
@@ -82,19 +85,31 @@ func measure(ctx context.Context, subjects []subject, n int) ([]row, error) {
 			d[j] = append(d[j], time.Since(start))
 		}
 	}
+	return summarize(subjects, d)
+}
+
+// summarize turns each subject's durations, in round order, into its row.
+func summarize(subjects []subject, d [][]time.Duration) ([]row, error) {
+	floor := slices.IndexFunc(subjects, func(s subject) bool { return s.kind == kindFloor })
 	rows := make([]row, len(subjects))
 	for j, s := range subjects {
 		links, err := clusterLibraries(s.bin)
 		if err != nil {
 			return nil, err
 		}
-		rows[j] = row{subject: s, p50: percentile(d[j], 50), p90: percentile(d[j], 90), sizeMiB: sizeMiB(s.bin), links: links}
+		rows[j] = row{subject: s, sizeMiB: sizeMiB(s.bin), links: links}
+		if floor >= 0 {
+			rows[j].floorLo, rows[j].floorHi = ratioInterval(d[j], d[floor])
+		}
+	}
+	for j := range rows { // percentile sorts: only after every interval
+		rows[j].p50, rows[j].p90 = percentile(d[j], 50), percentile(d[j], 90)
 	}
 	return rows, nil
 }
 
-// percentile of sorted-in-place durations, p in [0, 100], nearest rank.
-func percentile(d []time.Duration, p int) time.Duration {
+// percentile of sorted-in-place values, p in [0, 100], nearest rank.
+func percentile[T cmp.Ordered](d []T, p int) T {
 	slices.Sort(d)
 	return d[(len(d)-1)*p/100]
 }

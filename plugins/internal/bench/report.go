@@ -30,8 +30,8 @@ func printTable(w io.Writer, rows []row, n int) {
 	}
 	fmt.Fprintf(w, "\nADD+DEL round trip through exec: %d rounds after %d warm-up, subjects interleaved; ms\n", n, warmUp)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "subject\tmedian\tp90\tx floor\tx state floor\tx host-local\tsize MiB\tgrpc/client-go\tverdict")
-	missed := 0
+	fmt.Fprintln(tw, "subject\tmedian\tp90\tx floor\tx floor 95%\tx state floor\tx host-local\tsize MiB\tgrpc/client-go\tverdict")
+	missed, straddle := 0, 0
 	for _, r := range rows {
 		vsHL := "-"
 		if hl > 0 {
@@ -41,11 +41,16 @@ func printTable(w io.Writer, rows []row, n int) {
 		if strings.HasPrefix(v, "MISSED") {
 			missed++
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%.2f\t%s\t%.1f\t%s\t%s\n", r.name, ms(r.p50), ms(r.p90), float64(r.p50)/float64(floor),
-			float64(r.p50)/float64(stateFloor), vsHL, r.sizeMiB, linksColumn(r.links), v)
+		if r.kind == kindPlugin && r.floorLo <= maxFloorRatio && maxFloorRatio <= r.floorHi {
+			straddle++
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%.2f-%.2f\t%.2f\t%s\t%.1f\t%s\t%s\n", r.name, ms(r.p50), ms(r.p90), float64(r.p50)/float64(floor),
+			r.floorLo, r.floorHi, float64(r.p50)/float64(stateFloor), vsHL, r.sizeMiB, linksColumn(r.links), v)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "targets: median <= %.1fx floor, median < host-local, no grpc/client-go in build info\n", maxFloorRatio)
+	fmt.Fprintf(w, "x floor 95%%: bootstrap interval of the ratio over the %d rounds (%d resamples of whole rounds); %d of %d plugins'\n", n, resamples, straddle, countKind(rows, kindPlugin))
+	fmt.Fprintf(w, "  intervals hold %.1fx: for those, this run cannot tell the plugin's ratio from the target\n", maxFloorRatio)
 	printStateFloorNote(w, floor, stateFloor)
 	if hl == 0 {
 		fmt.Fprintln(w, "host-local: not measured (see stderr); plugins judged against the floor only")
