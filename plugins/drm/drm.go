@@ -44,6 +44,7 @@ func discover(h *engine.Host) (*engine.Inventory, error) {
 	if err != nil {
 		return nil, err
 	}
+	inv.Devices = make([]engine.Device, 0, len(gpus))
 	for _, g := range gpus {
 		if d, ok := args.device(h, g, rs); ok {
 			inv.Devices = append(inv.Devices, d)

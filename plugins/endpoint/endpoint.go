@@ -39,7 +39,7 @@ func discover(h *engine.Host, dial dialFunc) (*engine.Inventory, error) {
 		return nil, err
 	}
 	rs := spec.ResourceSpec{Type: h.Config.Type}
-	inv := &engine.Inventory{Resources: []spec.ResourceSpec{rs}}
+	inv := &engine.Inventory{Resources: []spec.ResourceSpec{rs}, Devices: make([]engine.Device, 0, len(a.endpoints))}
 	var probeErrs []error
 	if a.probe {
 		probeErrs = probeAll(dial, a.endpoints, a.timeout)

@@ -44,6 +44,7 @@ func discover(h *engine.Host) (*engine.Inventory, error) {
 		}
 	}
 	sort.Ints(numbers)
+	inv.Devices = make([]engine.Device, 0, len(numbers))
 	for _, n := range numbers {
 		name := "tty" + strconv.Itoa(n)
 		inv.Devices = append(inv.Devices, engine.Device{

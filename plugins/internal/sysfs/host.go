@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 )
@@ -88,20 +89,29 @@ func (h *hostFS) readAttr(name string, limit int) ([]byte, error) {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
 	}
 	defer syscall.Close(fd)
-	buf := make([]byte, limit)
-	n := 0
-	for n < limit {
-		m, err := retryEINTR(func() (int, error) { return syscall.Read(fd, buf[n:]) })
+	// Attributes are a few bytes, but the buffer may grow to limit: a
+	// limit-sized buffer per read costs a fresh page for every attribute.
+	buf := make([]byte, 0, min(limit, firstRead))
+	for len(buf) < limit {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, min(cap(buf), limit-len(buf)))
+		}
+		free := buf[len(buf):min(cap(buf), limit)]
+		m, err := retryEINTR(func() (int, error) { return syscall.Read(fd, free) })
 		if err != nil {
 			return nil, &fs.PathError{Op: "read", Path: name, Err: err}
 		}
 		if m == 0 {
 			break
 		}
-		n += m
+		buf = buf[:len(buf)+m]
 	}
-	return buf[:n], nil
+	return buf, nil
 }
+
+// firstRead is readAttr's first buffer: a uevent or a whole attribute of
+// the kinds discovery reads fits in one read of it.
+const firstRead = 512
 
 // retryEINTR repeats a system call the runtime's own signals interrupted.
 func retryEINTR(call func() (int, error)) (int, error) {

@@ -80,7 +80,11 @@ func TestHostFSRemembers(t *testing.T) {
 
 func TestHostFSReadString(t *testing.T) {
 	dir := t.TempDir()
-	for name, text := range map[string]string{"vendor": " 0x10de\n", "big": strings.Repeat("x", maxAttrSize+1)} {
+	// "long" and "full" outgrow the first read's buffer; "full" is the
+	// largest attribute there can be.
+	long, full := strings.Repeat("l", firstRead+1), strings.Repeat("f", maxAttrSize)
+	files := map[string]string{"vendor": " 0x10de\n", "big": strings.Repeat("x", maxAttrSize+1), "long": long, "full": full}
+	for name, text := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -89,8 +93,10 @@ func TestHostFSReadString(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := HostFS(dir)
-	if got, err := ReadString(h, "vendor"); got != "0x10de" || err != nil {
-		t.Errorf("ReadString(vendor) = %q, %v", got, err)
+	for name, want := range map[string]string{"vendor": "0x10de", "long": long, "full": full} {
+		if got, err := ReadString(h, name); got != want || err != nil {
+			t.Errorf("ReadString(%s) = %d bytes %.20q..., %v; want %d bytes", name, len(got), got, err, len(want))
+		}
 	}
 	tests := []struct {
 		name string
