@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -189,5 +190,31 @@ func TestLedger(t *testing.T) {
 	l.released("d", []string{"tty13/0"})
 	if l.doubles != 2 || len(l.holders) != 1 {
 		t.Fatalf("doubles = %d, holders %v", l.doubles, l.holders)
+	}
+}
+
+// TestInstallCopy checks that a binary installed as a copy of itself keeps
+// its bytes and stays executable, with nothing left beside it.
+func TestInstallCopy(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "tool")
+	script := []byte("#!/bin/sh\necho installed\n")
+	if err := os.WriteFile(bin, script, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := installCopy(bin); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(bin); err != nil || !bytes.Equal(got, script) {
+		t.Errorf("after installCopy: %q, %v; want the same bytes", got, err)
+	}
+	if out, err := exec.Command(bin).Output(); err != nil || string(out) != "installed\n" {
+		t.Errorf("running the copy: %q, %v", out, err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("directory holds %d entries, want the binary alone", len(entries))
+	}
+	if err := installCopy(filepath.Join(dir, "missing")); err == nil {
+		t.Error("installCopy of a missing binary succeeded")
 	}
 }

@@ -25,6 +25,10 @@
 //   - each plugin binary's size, and whether its build info lists grpc or
 //     client-go, which a plugin must never link.
 //
+// Every binary is timed as an installed copy, the way `make install`,
+// cdi-install and `go install` place binaries, not as the file the linker
+// wrote (installCopy says why).
+//
 // The subjects of the round-trip table are measured interleaved, one round
 // of each in turn, so that a machine that slows down or speeds up during
 // the run shifts every column alike instead of biasing the ratios.
