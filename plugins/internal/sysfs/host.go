@@ -13,11 +13,12 @@ import (
 // HostFS returns the tree at root (an absolute path) as one plugin call
 // reads it. It behaves like os.DirFS(root), and it is cheaper where
 // discovery spends its time, in system calls:
-//   - Stat, Lstat and ReadLink are answered from memory after the first
-//     call for a name, errors included. Resolving a class entry visits the
-//     same directories (sys, sys/devices, sys/devices/pci0000:00, ...) for
-//     every device, and a call lasts milliseconds, too short for the tree
-//     to change in a way it could act on.
+//   - Stat, Lstat, ReadLink and ReadDir are answered from memory after
+//     the first call for a name, errors included. Resolving a class entry
+//     visits the same directories (sys, sys/devices, sys/devices/pci0000:00,
+//     ...) for every device, fs.Glob lists /dev once per pattern, and a
+//     call lasts milliseconds, too short for the tree to change in a way
+//     it could act on.
 //   - ReadString reads attributes with plain open, read and close. os.Open
 //     also registers each descriptor with the runtime's poller and toggles
 //     O_NONBLOCK, five system calls more per sysfs attribute.
@@ -25,7 +26,7 @@ import (
 // A HostFS is for one call: it never forgets what it has seen.
 func HostFS(root string) fs.FS {
 	return &hostFS{FS: os.DirFS(root), root: root, stat: map[string]infoResult{},
-		lstat: map[string]infoResult{}, links: map[string]linkResult{}}
+		lstat: map[string]infoResult{}, links: map[string]linkResult{}, dirs: map[string]dirResult{}}
 }
 
 type infoResult struct {
@@ -38,6 +39,11 @@ type linkResult struct {
 	err    error
 }
 
+type dirResult struct {
+	entries []fs.DirEntry
+	err     error
+}
+
 type hostFS struct {
 	fs.FS // os.DirFS(root): Open, ReadFile, ReadDir
 	root  string
@@ -46,36 +52,41 @@ type hostFS struct {
 	stat  map[string]infoResult
 	lstat map[string]infoResult
 	links map[string]linkResult
+	dirs  map[string]dirResult
 }
 
 func (h *hostFS) Stat(name string) (fs.FileInfo, error) {
-	return h.info(h.stat, name, func() (fs.FileInfo, error) { return fs.Stat(h.FS, name) })
+	r := remember(h, h.stat, name, func() (r infoResult) { r.fi, r.err = fs.Stat(h.FS, name); return r })
+	return r.fi, r.err
 }
 
 func (h *hostFS) Lstat(name string) (fs.FileInfo, error) {
-	return h.info(h.lstat, name, func() (fs.FileInfo, error) { return fs.Lstat(h.FS, name) })
-}
-
-func (h *hostFS) info(memo map[string]infoResult, name string, look func() (fs.FileInfo, error)) (fs.FileInfo, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	r, ok := memo[name]
-	if !ok {
-		r.fi, r.err = look()
-		memo[name] = r
-	}
+	r := remember(h, h.lstat, name, func() (r infoResult) { r.fi, r.err = fs.Lstat(h.FS, name); return r })
 	return r.fi, r.err
 }
 
 func (h *hostFS) ReadLink(name string) (string, error) {
+	r := remember(h, h.links, name, func() (r linkResult) { r.target, r.err = fs.ReadLink(h.FS, name); return r })
+	return r.target, r.err
+}
+
+// ReadDir returns a copy of the remembered entries, so that a caller that
+// sorts or trims its slice does not change what the next caller sees.
+func (h *hostFS) ReadDir(name string) ([]fs.DirEntry, error) {
+	r := remember(h, h.dirs, name, func() (r dirResult) { r.entries, r.err = fs.ReadDir(h.FS, name); return r })
+	return slices.Clone(r.entries), r.err
+}
+
+// remember returns memo[name], looking it up the first time it is asked.
+func remember[R any](h *hostFS, memo map[string]R, name string, look func() R) R {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	r, ok := h.links[name]
+	r, ok := memo[name]
 	if !ok {
-		r.target, r.err = fs.ReadLink(h.FS, name)
-		h.links[name] = r
+		r = look()
+		memo[name] = r
 	}
-	return r.target, r.err
+	return r
 }
 
 // readAttr reads at most limit bytes of name.
@@ -131,5 +142,6 @@ type attrReader interface {
 var (
 	_ fs.StatFS     = (*hostFS)(nil)
 	_ fs.ReadLinkFS = (*hostFS)(nil)
+	_ fs.ReadDirFS  = (*hostFS)(nil)
 	_ attrReader    = (*hostFS)(nil)
 )

@@ -58,6 +58,19 @@ func TestHostFSRemembers(t *testing.T) {
 	must(os.WriteFile(filepath.Join(dir, "f"), []byte("1\n"), 0o644))
 	must(os.Symlink("f", filepath.Join(dir, "l")))
 	h := HostFS(dir).(fs.ReadLinkFS)
+	listed := func(h fs.FS) []string {
+		t.Helper()
+		entries, err := fs.ReadDir(h, ".")
+		must(err)
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		return names
+	}
+	if got := strings.Join(listed(h), ","); got != "f,l" {
+		t.Fatalf("ReadDir(.) = %s, want f,l", got)
+	}
 	check := func(h fs.ReadLinkFS, wantStat bool, wantTarget string) {
 		t.Helper()
 		if _, err := fs.Stat(h, "f"); (err == nil) != wantStat {
@@ -76,6 +89,17 @@ func TestHostFSRemembers(t *testing.T) {
 	must(os.Symlink("g", filepath.Join(dir, "l")))
 	check(h, true, "f")
 	check(HostFS(dir).(fs.ReadLinkFS), false, "g")
+	if got := strings.Join(listed(h), ","); got != "f,l" {
+		t.Errorf("ReadDir(.) after the change = %s, want the remembered f,l", got)
+	}
+	if got := strings.Join(listed(HostFS(dir)), ","); got != "l" {
+		t.Errorf("a new HostFS lists %s, want l", got)
+	}
+	entries, _ := h.(fs.ReadDirFS).ReadDir(".")
+	entries[0] = nil // a caller's own slice
+	if got := strings.Join(listed(h), ","); got != "f,l" {
+		t.Errorf("ReadDir(.) after a caller changed its slice = %s, want f,l", got)
+	}
 }
 
 func TestHostFSReadString(t *testing.T) {
