@@ -8,8 +8,10 @@ import (
 
 // A single run's ratio of medians moves from run to run, and a plugin
 // close to the 1.5x target can meet it in one run and miss it in the
-// next. The interval says how far this run's ratio could be from the
-// machine's: when it holds the target, the run cannot tell the two apart.
+// next. The interval says how far this run's ratio could be from what the
+// same run would give with more rounds: when it holds the target, the run
+// cannot tell the two apart. What changes between runs (the machine's
+// load and memory state) it cannot see.
 
 // resamples is how many bootstrap resamples an interval is built from.
 const resamples = 2000

@@ -50,7 +50,8 @@ func printTable(w io.Writer, rows []row, n int) {
 	tw.Flush()
 	fmt.Fprintf(w, "targets: median <= %.1fx floor, median < host-local, no grpc/client-go in build info\n", maxFloorRatio)
 	fmt.Fprintf(w, "x floor 95%%: bootstrap interval of the ratio over the %d rounds (%d resamples of whole rounds); %d of %d plugins'\n", n, resamples, straddle, countKind(rows, kindPlugin))
-	fmt.Fprintf(w, "  intervals hold %.1fx: for those, this run cannot tell the plugin's ratio from the target\n", maxFloorRatio)
+	fmt.Fprintf(w, "  intervals hold %.1fx: for those, this run cannot tell the plugin's ratio from the target. The interval is the\n", maxFloorRatio)
+	fmt.Fprintln(w, "  spread within this run; it does not cover differences between runs, which only another run shows")
 	printStateFloorNote(w, floor, stateFloor)
 	if hl == 0 {
 		fmt.Fprintln(w, "host-local: not measured (see stderr); plugins judged against the floor only")
