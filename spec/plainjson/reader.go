@@ -140,14 +140,16 @@ func List[T any](dst *[]T, read func(*T, gjson.Result) error) func(gjson.Result)
 
 // Strings reads an array of strings into dst; null sets dst to nil. A null
 // element is refused.
-func Strings(dst *[]string) func(gjson.Result) error {
-	return List(dst, func(s *string, e gjson.Result) error {
-		if e.Type != gjson.String {
-			return typeError(e, "a string")
-		}
-		*s = e.String()
-		return nil
-	})
+func Strings(dst *[]string) func(gjson.Result) error { return List(dst, stringElem) }
+
+// stringElem reads one element of a list or map of strings; null is not
+// a string.
+func stringElem(s *string, e gjson.Result) error {
+	if e.Type != gjson.String {
+		return typeError(e, "a string")
+	}
+	*s = e.String()
+	return nil
 }
 
 // Ints reads an array of integers into dst; null sets dst to nil. A null
@@ -175,8 +177,9 @@ func IntPtr(dst **int) func(gjson.Result) error {
 	}
 }
 
-// StringMap reads an object of strings into dst; null sets dst to nil.
-func StringMap(dst *map[string]string) func(gjson.Result) error {
+// Map reads an object into dst, each member's value with read; null sets
+// dst to nil and {} to an empty map. A member's error names its key.
+func Map[T any](dst *map[string]T, read func(*T, gjson.Result) error) func(gjson.Result) error {
 	return func(v gjson.Result) error {
 		if v.Type == gjson.Null {
 			*dst = nil
@@ -185,14 +188,15 @@ func StringMap(dst *map[string]string) func(gjson.Result) error {
 		if !v.IsObject() {
 			return typeError(v, "an object")
 		}
-		out := map[string]string{}
+		out := map[string]T{}
 		var err error
 		v.ForEach(func(k, e gjson.Result) bool {
-			if e.Type != gjson.String {
-				err = fmt.Errorf("%s: %w", k.String(), typeError(e, "a string"))
+			var x T
+			if err = read(&x, e); err != nil {
+				err = fmt.Errorf("%s: %w", k.String(), err)
 				return false
 			}
-			out[k.String()] = e.String()
+			out[k.String()] = x
 			return true
 		})
 		if err == nil {
@@ -201,6 +205,10 @@ func StringMap(dst *map[string]string) func(gjson.Result) error {
 		return err
 	}
 }
+
+// StringMap reads an object of strings into dst; null sets dst to nil. A
+// null member is refused.
+func StringMap(dst *map[string]string) func(gjson.Result) error { return Map(dst, stringElem) }
 
 // Time reads an RFC 3339 timestamp, as time.Time's MarshalJSON writes it.
 func Time(dst *time.Time) func(gjson.Result) error {

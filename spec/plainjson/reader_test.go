@@ -3,6 +3,7 @@ package plainjson
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,7 +97,7 @@ func TestErrorsNameTheMember(t *testing.T) {
 	}
 }
 
-func TestIntPtrAndList(t *testing.T) {
+func TestIntPtrListAndMap(t *testing.T) {
 	type item struct{ N int }
 	readItem := func(it *item, v gjson.Result) error { return Object(v, Fields{"n": Int(&it.N)}, true) }
 	zero := 0
@@ -104,15 +105,19 @@ func TestIntPtrAndList(t *testing.T) {
 		name, in  string
 		wantOpt   *int
 		wantItems []item
-		wantErr   bool
+		wantMap   map[string]item
+		wantErr   string // a part of the error, which must wrap ErrType
 	}{
 		{name: "absent"},
-		{name: "zero is kept apart from absent", in: `{"opt":0,"items":[]}`, wantOpt: &zero, wantItems: []item{}},
-		{name: "null", in: `{"opt":null,"items":null}`},
-		{name: "values", in: `{"opt":5,"items":[{"n":1},{"n":2}]}`, wantOpt: func() *int { n := 5; return &n }(), wantItems: []item{{1}, {2}}},
-		{name: "fraction", in: `{"opt":0.5}`, wantErr: true},
-		{name: "bad element", in: `{"items":[{"n":1},{"m":2}]}`, wantErr: true},
-		{name: "object for list", in: `{"items":{}}`, wantErr: true},
+		{name: "zero is kept apart from absent", in: `{"opt":0,"items":[],"byName":{}}`, wantOpt: &zero, wantItems: []item{}, wantMap: map[string]item{}},
+		{name: "null", in: `{"opt":null,"items":null,"byName":null}`},
+		{name: "values", in: `{"opt":5,"items":[{"n":1},{"n":2}],"byName":{"a":{"n":3},"b":{"n":4}}}`,
+			wantOpt: func() *int { n := 5; return &n }(), wantItems: []item{{1}, {2}}, wantMap: map[string]item{"a": {3}, "b": {4}}},
+		{name: "fraction", in: `{"opt":0.5}`, wantErr: "opt: "},
+		{name: "bad element", in: `{"items":[{"n":1},{"m":2}]}`, wantErr: "items: [1]: "},
+		{name: "object for list", in: `{"items":{}}`, wantErr: "items: "},
+		{name: "bad member", in: `{"byName":{"a":{"n":1},"b":{"m":2}}}`, wantErr: "byName: b: "},
+		{name: "list for map", in: `{"byName":[]}`, wantErr: "byName: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := tc.in
@@ -125,15 +130,16 @@ func TestIntPtrAndList(t *testing.T) {
 			}
 			var opt *int
 			var items []item
-			err = Object(v, Fields{"opt": IntPtr(&opt), "items": List(&items, readItem)}, true)
-			if tc.wantErr {
-				if !errors.Is(err, ErrType) {
-					t.Fatalf("error %v, want ErrType", err)
+			var byName map[string]item
+			err = Object(v, Fields{"opt": IntPtr(&opt), "items": List(&items, readItem), "byName": Map(&byName, readItem)}, true)
+			if tc.wantErr != "" {
+				if !errors.Is(err, ErrType) || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want ErrType naming %q", err, tc.wantErr)
 				}
 				return
 			}
-			if err != nil || !reflect.DeepEqual(opt, tc.wantOpt) || !reflect.DeepEqual(items, tc.wantItems) {
-				t.Fatalf("got %v %+v, %v; want %v %+v", opt, items, err, tc.wantOpt, tc.wantItems)
+			if err != nil || !reflect.DeepEqual(opt, tc.wantOpt) || !reflect.DeepEqual(items, tc.wantItems) || !reflect.DeepEqual(byName, tc.wantMap) {
+				t.Fatalf("got %v %+v %+v, %v; want %v %+v %+v", opt, items, byName, err, tc.wantOpt, tc.wantItems, tc.wantMap)
 			}
 		})
 	}

@@ -105,27 +105,13 @@ func Decode(data []byte) (*State, error) {
 // readAllocations reads the allocations object. A null record stays nil
 // in the map, for Check to refuse.
 func (st *State) readAllocations(v gjson.Result) error {
-	if v.Type == gjson.Null {
-		return nil
-	}
-	if !v.IsObject() {
-		return fmt.Errorf("%w: want an object, got %.40s", plainjson.ErrType, v.Raw)
-	}
-	st.Allocations = map[string]*Record{}
-	var err error
-	v.ForEach(func(id, rv gjson.Result) bool {
-		var rec *Record
-		if rv.Type != gjson.Null {
-			rec = &Record{}
-			err = rec.readJSON(rv)
+	return plainjson.Map(&st.Allocations, func(rec **Record, rv gjson.Result) error {
+		if rv.Type == gjson.Null {
+			return nil
 		}
-		st.Allocations[id.String()] = rec
-		if err != nil {
-			err = fmt.Errorf("%s: %w", id.String(), err)
-		}
-		return err == nil
-	})
-	return err
+		*rec = &Record{}
+		return (*rec).readJSON(rv)
+	})(v)
 }
 
 func (r *Record) readJSON(v gjson.Result) error {
