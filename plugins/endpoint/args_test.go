@@ -51,8 +51,7 @@ func TestParseArgsRefuses(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h, _ := host(t, tt.args)
 			_, err := parseArgs(h.Config)
-			var e *spec.Error
-			if !errors.As(err, &e) || e.Code != spec.CodeInvalidConfig {
+			if spec.CodeOf(err) != spec.CodeInvalidConfig {
 				t.Fatalf("error %v, want code %d", err, spec.CodeInvalidConfig)
 			}
 			if got := errors.Is(err, plainjson.ErrType); got != tt.wantType {

@@ -40,8 +40,7 @@ func TestParseGroupsRefuses(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h, _ := host(t, fstest.MapFS{}, tt.args)
 			groups, err := parseGroups(h.Config)
-			var e *spec.Error
-			if !errors.As(err, &e) || e.Code != spec.CodeInvalidConfig {
+			if spec.CodeOf(err) != spec.CodeInvalidConfig {
 				t.Fatalf("groups %+v, error %v, want code %d", groups, err, spec.CodeInvalidConfig)
 			}
 			if got := errors.Is(err, plainjson.ErrType); got != tt.wantType {
