@@ -46,9 +46,10 @@ func build(ctx context.Context, root, dir string) error {
 // installCopy replaces the binary at bin with a copy of itself, which is
 // how a runtime finds a plugin: `make install` and cdi-install copy
 // binaries into place, and so does `go install`, which placed host-local.
-// The file the linker wrote is not equivalent: measured here, an exec of
-// it was slower than an exec of a copy, and the more so the bigger the
-// binary. Timing the linker's files would handicap the floor and the
+// The file the linker wrote is not equivalent: timed side by side on the
+// VM this bench was written on (interleaved execs outside the bench), an
+// exec of it was slower than an exec of a copy, the more so the bigger
+// the binary. Timing the linker's files would handicap the floor and the
 // plugins against host-local, and the plugins against the floor.
 func installCopy(bin string) error {
 	src, err := os.Open(bin)
