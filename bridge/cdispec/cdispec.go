@@ -1,0 +1,236 @@
+package cdispec
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"tags.cncf.io/container-device-interface/pkg/cdi"
+	"tags.cncf.io/container-device-interface/pkg/parser"
+	specs "tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/cdiexec/cdi/spec"
+)
+
+// FilePrefix starts the name of every spec file a Dir writes; files
+// without it are other producers' and never touched.
+const FilePrefix = "cdi-bridge_"
+
+// Device is one device of a Kind: its name within the kind and the device
+// nodes a container that gets it sees.
+type Device struct {
+	Name  string
+	Nodes []spec.DeviceNode
+}
+
+// Kind is devices named <vendor>/<class>=<device name>.
+type Kind struct {
+	Vendor, Class string
+	Devices       []Device
+}
+
+// QualifiedName is the CDI name of k's device name.
+func (k Kind) QualifiedName(name string) string {
+	return parser.QualifiedName(k.Vendor, k.Class, name)
+}
+
+// Check says whether k's vendor and class are valid under CDI's rules.
+func (k Kind) Check() error {
+	if err := parser.ValidateVendorName(k.Vendor); err != nil {
+		return fmt.Errorf("CDI kind %s/%s: %w", k.Vendor, k.Class, err)
+	}
+	if err := CheckClassName(k.Class); err != nil {
+		return fmt.Errorf("CDI kind %s/%s: %w", k.Vendor, k.Class, err)
+	}
+	return nil
+}
+
+// CheckClassName says whether name is a valid CDI class name.
+func CheckClassName(name string) error {
+	return parser.ValidateClassName(name)
+}
+
+// CheckDeviceName says whether name is a valid CDI device name.
+func CheckDeviceName(name string) error {
+	if err := parser.ValidateDeviceName(name); err != nil {
+		return fmt.Errorf("CDI device name %q: %w", name, err)
+	}
+	return nil
+}
+
+// Spec returns k as a CDI spec, its devices sorted by name. A device with
+// no device node is left out: a CDI device must edit the container, and
+// such a device has nothing to edit. The version is the lowest that holds
+// what the spec uses, so that older runtimes read it too.
+func (k Kind) Spec() (*specs.Spec, error) {
+	if err := k.Check(); err != nil {
+		return nil, err
+	}
+	s := &specs.Spec{Kind: k.Vendor + "/" + k.Class, Devices: []specs.Device{}}
+	for _, d := range k.Devices {
+		if len(d.Nodes) == 0 {
+			continue
+		}
+		if err := CheckDeviceName(d.Name); err != nil {
+			return nil, err
+		}
+		s.Devices = append(s.Devices, specs.Device{Name: d.Name, ContainerEdits: specs.ContainerEdits{DeviceNodes: deviceNodes(d.Nodes)}})
+	}
+	sort.Slice(s.Devices, func(i, j int) bool { return s.Devices[i].Name < s.Devices[j].Name })
+	v, err := cdi.MinimumRequiredVersion(s)
+	if err != nil {
+		return nil, fmt.Errorf("CDI kind %s: %w", s.Kind, err)
+	}
+	s.Version = v
+	return s, nil
+}
+
+func deviceNodes(nodes []spec.DeviceNode) []*specs.DeviceNode {
+	out := make([]*specs.DeviceNode, 0, len(nodes))
+	for _, n := range nodes {
+		// The plugin's permissions, or the protocol's default: CDI's own
+		// default would add "m" (mknod) to the device cgroup.
+		n = n.WithDefaults()
+		out = append(out, &specs.DeviceNode{Path: n.ContainerPath, HostPath: n.HostPath, Permissions: n.Permissions})
+	}
+	return out
+}
+
+// Dir is a spec directory in which this package keeps the files of one
+// vendor's kinds. It is not safe for concurrent use.
+type Dir struct {
+	path, vendor string
+	cache        *cdi.Cache
+}
+
+// Open returns the spec directory path for vendor's kinds, creating the
+// directory if need be. Nothing in it is changed until Sync.
+func Open(path, vendor string) (*Dir, error) {
+	if err := parser.ValidateVendorName(vendor); err != nil {
+		return nil, fmt.Errorf("CDI vendor %q: %w", vendor, err)
+	}
+	if err := os.MkdirAll(path, 0o755); err != nil {
+		return nil, fmt.Errorf("CDI spec directory: %w", err)
+	}
+	// The cache is only the library's validating writer here: no watch.
+	cache, err := cdi.NewCache(cdi.WithSpecDirs(path), cdi.WithAutoRefresh(false))
+	if err != nil {
+		return nil, fmt.Errorf("CDI spec directory %s: %w", path, err)
+	}
+	return &Dir{path: path, vendor: vendor, cache: cache}, nil
+}
+
+// Path is the directory's path.
+func (d *Dir) Path() string { return d.path }
+
+// FileName is the name of kind k's spec file in a Dir.
+func FileName(k Kind) string {
+	return FilePrefix + cdi.GenerateSpecName(k.Vendor, k.Class) + ".json"
+}
+
+// Sync makes the directory hold one spec file per kind, with its devices
+// that have device nodes, and removes the other files of the vendor's
+// kinds that this package wrote (kinds gone since, or left by an earlier
+// run). A file whose content is already right is not written again, so
+// that a runtime watching the directory is not woken for nothing. Every
+// kind is tried; the error joins those that failed. Named returns, per
+// kind (Kind.Class), the devices that a file on disk now names.
+func (d *Dir) Sync(kinds []Kind) (named map[string]map[string]bool, err error) {
+	named = map[string]map[string]bool{}
+	keep := map[string]bool{}
+	var errs []error
+	for _, k := range kinds {
+		if k.Vendor != d.vendor {
+			errs = append(errs, fmt.Errorf("CDI kind %s/%s: not of vendor %s", k.Vendor, k.Class, d.vendor))
+			continue
+		}
+		names, err := d.write(k)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		named[k.Class] = names
+		if len(names) > 0 {
+			keep[FileName(k)] = true
+		}
+	}
+	errs = append(errs, d.sweep(keep))
+	return named, errors.Join(errs...)
+}
+
+// write writes k's file unless it already holds k, and returns the device
+// names it holds. A kind with no device to name has no file: CDI refuses
+// a spec without devices.
+func (d *Dir) write(k Kind) (map[string]bool, error) {
+	s, err := k.Spec()
+	if err != nil {
+		return nil, err
+	}
+	names := make(map[string]bool, len(s.Devices))
+	for _, dev := range s.Devices {
+		names[dev.Name] = true
+	}
+	if len(names) == 0 {
+		return names, nil
+	}
+	// The library writes json.Marshal of the spec: the same bytes mean the
+	// same file.
+	want, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	name := FileName(k)
+	if have, err := os.ReadFile(filepath.Join(d.path, name)); err == nil && bytes.Equal(have, want) {
+		return names, nil
+	}
+	if err := d.cache.WriteSpec(s, name); err != nil {
+		return nil, fmt.Errorf("writing CDI spec %s: %w", name, err)
+	}
+	return names, nil
+}
+
+// sweep removes the vendor's files of this package that keep does not
+// name.
+func (d *Dir) sweep(keep map[string]bool) error {
+	entries, err := os.ReadDir(d.path)
+	if err != nil {
+		return fmt.Errorf("CDI spec directory: %w", err)
+	}
+	var errs []error
+	for _, e := range entries {
+		name := e.Name()
+		if keep[name] || !e.Type().IsRegular() || !d.owns(name) {
+			continue
+		}
+		if err := os.Remove(filepath.Join(d.path, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("removing stale CDI spec: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// owns says whether file name is one this package wrote for d's vendor.
+// Vendor and class names may both hold '-', so the name alone cannot
+// tell vendor "a" from vendor "a-b": the file's kind decides, where it
+// can be read.
+func (d *Dir) owns(name string) bool {
+	if !strings.HasPrefix(name, FilePrefix+cdi.GenerateSpecName(d.vendor, "")) || !strings.HasSuffix(name, ".json") {
+		return false
+	}
+	data, err := os.ReadFile(filepath.Join(d.path, name))
+	if err != nil {
+		return false
+	}
+	var head struct{ Kind string }
+	if json.Unmarshal(data, &head) != nil {
+		return true // ours by name, and unreadable by any runtime
+	}
+	vendor, _ := parser.ParseQualifier(head.Kind)
+	return vendor == d.vendor
+}
