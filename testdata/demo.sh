@@ -64,7 +64,7 @@ go build -o "$prefix/demokubelet" ./bridge/internal/demokubelet
 kubelet=$!
 bridge_args=(--node-name demo --conf-dir "$conf" --plugin-path "$plugins" --device-plugin-dir "$dp"
 	--domain cdi.local --store local --local-store "$state/bridge/instances.json"
-	--metrics-address "" --pod-resources-socket "")
+	--metrics-address "" --pod-resources-socket "" --cdi-spec-dir "$prefix/run/cdi")
 printf '$ cdi-bridge'; printf ' %q' "${bridge_args[@]}"; printf ' 2>bridge.log &\n'
 "$prefix/usr/bin/cdi-bridge" "${bridge_args[@]}" 2>"$prefix/bridge.log" &
 bridge=$!
@@ -74,6 +74,13 @@ if ! wait "$kubelet"; then
 fi
 kill -TERM "$bridge" && wait "$bridge"
 echo "bridge stopped (SIGTERM): it withdrew its devices and removed its sockets"
+
+step "the CDI spec files the bridge wrote: how a runtime resolves those cdi device names"
+# One file per pool; the runtime (containerd 2, CRI-O) reads them from
+# /var/run/cdi on a node. They stay when the bridge stops.
+(cd "$prefix/run/cdi" && ls)
+echo "$ cat $prefix/run/cdi/cdi-bridge_cdi.local-gpu-drm.json"
+tr -d '\n' < "$prefix/run/cdi/cdi-bridge_cdi.local-gpu-drm.json" | sed 's/},{"name"/},\n  {"name"/g'; echo
 
 step "cditool: the bridge's allocations, by slot id, as the plugins keep them"
 show cditool list gpu

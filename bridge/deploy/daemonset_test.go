@@ -142,6 +142,7 @@ func testHostPaths(t *testing.T, pod *podSpec, bridge *container, f map[string]s
 	}{
 		{"/var/lib/kubelet/device-plugins", false}, {"/var/lib/kubelet/pod-resources", true},
 		{"/opt/cdi/bin", true}, {"/etc/cdi", true}, {"/var/lib/cdi", false}, {"/dev", false}, {"/sys", true},
+		{"/var/run/cdi", false},
 	} {
 		host, ro := pod.hostPathAt(bridge, w.path)
 		if host != w.path || ro != w.readOnly {
@@ -149,7 +150,7 @@ func testHostPaths(t *testing.T, pod *podSpec, bridge *container, f map[string]s
 		}
 	}
 	dirs := strings.Split(f["plugin-path"], ":")
-	dirs = append(dirs, f["conf-dir"], f["device-plugin-dir"], filepath.Dir(f["pod-resources-socket"]))
+	dirs = append(dirs, f["conf-dir"], f["device-plugin-dir"], filepath.Dir(f["pod-resources-socket"]), f["cdi-spec-dir"])
 	for _, d := range dirs {
 		if host, _ := pod.hostPathAt(bridge, d); host != d {
 			t.Errorf("the bridge's %s is host path %q, want the host's own %s", d, host, d)

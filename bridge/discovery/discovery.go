@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cdiexec/cdi/bridge/cdispec"
 	"github.com/cdiexec/cdi/spec"
 	"github.com/cdiexec/cdi/spec/invoke"
 )
@@ -83,11 +84,20 @@ func (d *Discoverer) discoverConf(ctx context.Context, c *invoke.Conf) []Pool {
 	}
 	byResource := map[string][]spec.DeviceInfo{}
 	for _, dev := range info.Devices {
+		if err := cdispec.CheckDeviceName(dev.ID); err != nil {
+			d.log().Error("device skipped: its id cannot be a CDI device name", "dropIn", c.Path, "error", err)
+			continue
+		}
 		byResource[dev.Resource] = append(byResource[dev.Resource], dev)
 	}
 	var pools []Pool
 	for res, devs := range byResource {
-		pools = append(pools, Pool{Name: PoolName(res, c.ID()), Resource: res, Conf: c, Plugin: p, Devices: devs})
+		name := PoolName(res, c.ID())
+		if err := cdispec.CheckClassName(name); err != nil {
+			d.log().Error("devices skipped: their pool's name cannot be a CDI class", "dropIn", c.Path, "pool", name, "error", err)
+			continue
+		}
+		pools = append(pools, Pool{Name: name, Resource: res, Conf: c, Plugin: p, Devices: devs})
 	}
 	return pools
 }

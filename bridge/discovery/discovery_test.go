@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cdiexec/cdi/plugins/exectest"
+	"github.com/cdiexec/cdi/spec/invoke/fakeexec"
 )
 
 // pluginDir holds the real generic-tty and generic plugins, built once.
@@ -168,5 +169,27 @@ func TestDiscoverErrors(t *testing.T) {
 	d.ConfDir = filepath.Join(t.TempDir(), "absent")
 	if pools, err := d.Discover(context.Background()); err != nil || len(pools) != 0 {
 		t.Fatalf("absent drop-in directory: pools %v, error %v; want none and no error", names(pools), err)
+	}
+}
+
+// A device whose id CDI refuses as a device name, and a drop-in whose
+// pool name CDI refuses as a class, are not offered: a runtime could not
+// resolve what the bridge would name them.
+func TestDiscoverRefusesWhatCDICannotName(t *testing.T) {
+	confDir := t.TempDir()
+	writeConf(t, confDir, "tty", "good", "generic-tty", nil)
+	writeConf(t, confDir, "tty", "bad_", "generic-tty", nil) // pool tty-bad- ends in '-'
+	inventory := `{"cdiVersion":"0.1.0","tty":3,"device_inventory":[` +
+		`{"id":"tty1","resource":"tty","deviceNodes":[],"healthy":true,"capacity":1,"used":0,"shared":false},` +
+		`{"id":"tty2:","resource":"tty","deviceNodes":[],"healthy":true,"capacity":1,"used":0,"shared":false},` +
+		`{"id":"-tty3","resource":"tty","deviceNodes":[],"healthy":true,"capacity":1,"used":0,"shared":false}]}`
+	d := &Discoverer{ConfDir: confDir, PluginDirs: []string{pluginDir},
+		Exec: &fakeexec.Exec{Replies: map[string]fakeexec.Reply{"INFO": {Stdout: inventory}}}}
+	pools, err := d.Discover(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pools) != 1 || pools[0].Name != "tty-good" || len(pools[0].Devices) != 1 || pools[0].Devices[0].ID != "tty1" {
+		t.Fatalf("pools %+v, want tty-good with tty1 alone", pools)
 	}
 }

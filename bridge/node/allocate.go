@@ -25,6 +25,10 @@ type Grant struct {
 	Plugin   *invoke.Plugin
 	Resource string // resource-spec to request, e.g. "gpu"
 	DeviceID string // pinned with CDI_REQUEST_DEVICES
+	// CDI is the device as a spec file the bridge wrote names it, nil when
+	// none does. Only such a name reaches the response: the cdiDevices of
+	// the plugin's result name specs that the runtime may not have.
+	CDI *CDIDevice
 }
 
 // Allocator claims and sets up slots.
@@ -67,7 +71,7 @@ func (a *Allocator) Allocate(ctx context.Context, containers [][]Grant) (*plugin
 	resp := &pluginapi.AllocateResponse{}
 	var added []Grant
 	for i, c := range containers {
-		cr := &pluginapi.ContainerAllocateResponse{}
+		cr := newContainerResponse()
 		for j, g := range c {
 			var r addOutcome
 			if i == 0 && j == 0 {
@@ -80,9 +84,9 @@ func (a *Allocator) Allocate(ctx context.Context, containers [][]Grant) (*plugin
 				return nil, r.err
 			}
 			added = append(added, g)
-			addToResponse(cr, r.result, a.Prefix, g.Claim.Slot, g.VDev)
+			cr.add(r.result, g.CDI, a.Prefix, g.Claim.Slot, g.VDev)
 		}
-		resp.ContainerResponses = append(resp.ContainerResponses, cr)
+		resp.ContainerResponses = append(resp.ContainerResponses, &cr.ContainerAllocateResponse)
 	}
 	return resp, nil
 }

@@ -87,8 +87,10 @@ func TestAllocateClaimsThenAdds(t *testing.T) {
 	}
 	c := resp.ContainerResponses[0]
 	slot := g.Claim.Slot
+	// No spec file names the device (g.CDI is nil): the plugin's own CDI
+	// name is not passed on, the node goes as a DeviceSpec.
 	if len(c.Devices) != 1 || c.Devices[0].HostPath != "/dev/tty13" || c.Devices[0].Permissions != "rw" ||
-		c.Annotations["cdi.example.com/slot-"+slot] != slot || len(c.CdiDevices) != 1 || c.CdiDevices[0].Name != "cdi.local/tty=tty13" {
+		c.Annotations["cdi.example.com/slot-"+slot] != slot || len(c.CdiDevices) != 0 {
 		t.Fatalf("response %v", c)
 	}
 	if u := usage(t, a, ins["tty13"]); u != "n1" {
@@ -96,6 +98,22 @@ func TestAllocateClaimsThenAdds(t *testing.T) {
 	}
 	if !allocations(t, p)[slot] {
 		t.Errorf("the plugin holds no allocation for %s", slot)
+	}
+}
+
+// A device that a spec file names goes by its CDI name alone: its node is
+// not a DeviceSpec too, so the runtime does not inject it twice.
+func TestAllocateNamesSpecDevicesByCDI(t *testing.T) {
+	a, p, ins := setup(t)
+	g := grant(p, ins["tty13"], "tty13", "")
+	g.CDI = &CDIDevice{Name: "cdi.example.com/tty-t=tty13", Nodes: []spec.DeviceNode{{HostPath: "/dev/tty13"}}}
+	resp, err := a.Allocate(context.Background(), [][]Grant{{g}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := resp.ContainerResponses[0]
+	if len(c.Devices) != 0 || len(c.CdiDevices) != 1 || c.CdiDevices[0].Name != g.CDI.Name {
+		t.Fatalf("response %v, want the CDI name alone", c)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
+	"github.com/cdiexec/cdi/bridge/cdispec"
 	"github.com/cdiexec/cdi/bridge/deviceplugin"
 	"github.com/cdiexec/cdi/bridge/discovery"
 	"github.com/cdiexec/cdi/bridge/instance"
@@ -19,6 +20,8 @@ type view struct {
 	pool      discovery.Pool
 	instances []instance.Instance // of the pool, sorted by name
 	devices   map[string]spec.DeviceInfo
+	cdiNamed  map[string]bool // device ids a CDI spec file names
+	kind      cdispec.Kind    // the pool's CDI kind, without devices
 	rules     pool.Pool
 }
 
@@ -29,7 +32,8 @@ func (n *Node) view(poolName string) (view, bool) {
 	if !ok {
 		return view{}, false
 	}
-	v := view{pool: p, devices: map[string]spec.DeviceInfo{}}
+	v := view{pool: p, devices: map[string]spec.DeviceInfo{}, cdiNamed: n.cdiNamed[poolName],
+		kind: cdispec.Kind{Vendor: n.cfg.Domain, Class: poolName}}
 	unhealthy, numa := map[string]bool{}, map[string]int{}
 	for _, d := range p.Devices {
 		v.devices[d.ID] = d
@@ -74,7 +78,16 @@ func (n *Node) grant(v view, c instance.Claim, vdev string) (Grant, error) {
 		return Grant{}, fmt.Errorf("slot %s: %w", c.Slot, instance.ErrNoSlot)
 	}
 	return Grant{Claim: c, VDev: vdev, Held: in.Usage[c.Slot] == c.Value, Plugin: v.pool.Plugin,
-		Resource: v.pool.Resource, DeviceID: in.DeviceID}, nil
+		Resource: v.pool.Resource, DeviceID: in.DeviceID, CDI: v.cdiDevice(in.DeviceID)}, nil
+}
+
+// cdiDevice is device id as the pool's CDI spec file holds it, nil when
+// the file does not name it.
+func (v view) cdiDevice(id string) *CDIDevice {
+	if !v.cdiNamed[id] {
+		return nil
+	}
+	return &CDIDevice{Name: v.kind.QualifiedName(id), Nodes: v.devices[id].DeviceNodes}
 }
 
 // ilHandler is the Instance-level plugin of one Instance.

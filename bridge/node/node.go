@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cdiexec/cdi/bridge/cdispec"
 	"github.com/cdiexec/cdi/bridge/deviceplugin"
 	"github.com/cdiexec/cdi/bridge/discovery"
 	"github.com/cdiexec/cdi/bridge/instance"
@@ -24,6 +25,11 @@ type Config struct {
 	DevicePluginDir string
 	Store           instance.Store
 	Discoverer      *discovery.Discoverer
+	// CDI is where the node's CDI spec files go: one kind per pool,
+	// <Domain>/<pool>, named like the pool's Configuration-level
+	// resource. Nil writes none and names no device by CDI: every device
+	// node goes to the runtime as a DeviceSpec, for runtimes without CDI.
+	CDI *cdispec.Dir
 	// ExecTimeout bounds each plugin ADD an Allocate runs.
 	ExecTimeout time.Duration
 	// DiscoveryPeriod and DropInPoll drive rediscovery.
@@ -62,6 +68,7 @@ type Node struct {
 
 	mu        sync.Mutex
 	pools     map[string]discovery.Pool    // by pool name
+	cdiNamed  map[string]map[string]bool   // by pool name, the device ids a CDI spec names
 	instances map[string]instance.Instance // the store's, by name
 	running   map[string]context.CancelFunc
 	ready     bool

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 
+	"github.com/cdiexec/cdi/bridge/cdispec"
 	"github.com/cdiexec/cdi/bridge/deviceplugin"
 	"github.com/cdiexec/cdi/bridge/discovery"
 	"github.com/cdiexec/cdi/bridge/instance"
@@ -11,7 +12,12 @@ import (
 
 // publish records a discovery result: the store learns what this node
 // sees, then the device plugins are started and stopped to match.
+//
+// The CDI spec files are written first: a device the kubelet is offered
+// can already be named by CDI, and a device that is gone is no longer
+// named by the time its plugin stops.
 func (n *Node) publish(ctx context.Context, pools []discovery.Pool) {
+	named := n.writeSpecs(pools)
 	next := map[string]discovery.Pool{}
 	for _, p := range pools {
 		next[p.Name] = p
@@ -26,7 +32,7 @@ func (n *Node) publish(ctx context.Context, pools []discovery.Pool) {
 			gone = append(gone, name)
 		}
 	}
-	n.pools = next
+	n.pools, n.cdiNamed = next, named
 	n.ready = true
 	n.mu.Unlock()
 	for _, name := range gone {
@@ -36,6 +42,34 @@ func (n *Node) publish(ctx context.Context, pools []discovery.Pool) {
 	}
 	n.refresh(ctx)
 	n.reconcilePlugins(ctx)
+}
+
+// writeSpecs writes the pools' CDI spec files and returns, per pool, the
+// devices they name; nil when the node writes none.
+func (n *Node) writeSpecs(pools []discovery.Pool) map[string]map[string]bool {
+	if n.cfg.CDI == nil {
+		return nil
+	}
+	kinds := make([]cdispec.Kind, 0, len(pools))
+	for _, p := range pools {
+		kinds = append(kinds, n.cdiKind(p))
+	}
+	named, err := n.cfg.CDI.Sync(kinds)
+	if err != nil {
+		n.log().Error("writing CDI spec files: devices without one go to containers as device nodes, without a CDI name",
+			"dir", n.cfg.CDI.Path(), "error", err)
+	}
+	return named
+}
+
+// cdiKind is pool p as a CDI kind: <domain>/<pool>, its devices named by
+// their ids.
+func (n *Node) cdiKind(p discovery.Pool) cdispec.Kind {
+	k := cdispec.Kind{Vendor: n.cfg.Domain, Class: p.Name, Devices: make([]cdispec.Device, 0, len(p.Devices))}
+	for _, d := range p.Devices {
+		k.Devices = append(k.Devices, cdispec.Device{Name: d.ID, Nodes: d.DeviceNodes})
+	}
+	return k
 }
 
 // seen turns a pool's devices into the Instances this node sees.

@@ -55,6 +55,7 @@ func startClusterNode(t *testing.T, name, kubeconfig, namespace string) *cluster
 	dpDir, podSock := h.Dir, h.PodResourcesSocket
 	cmd := exec.Command(filepath.Join(binDir, "cdi-bridge"), "--conf-dir", confDir, "--plugin-path", binDir,
 		"--node-name", name, "--device-plugin-dir", dpDir, "--domain", "cdi.test", "--metrics-address", "",
+		"--cdi-spec-dir", t.TempDir(),
 		"--store", "kube", "--kubeconfig", kubeconfig, "--namespace", namespace,
 		"--pod-resources-socket", podSock, "--reclaim-grace", "0s", "--reclaim-period", "25ms", "--log-level", "warn")
 	// Every lost race is a warning: the logs go to a file, shown when the

@@ -22,11 +22,12 @@ import (
 	"github.com/cdiexec/cdi/plugins/exectest"
 )
 
-// binDir holds the built cdi-bridge, generic-tty and endpoint side by side.
+// binDir holds the built cdi-bridge and every plugin side by side.
 var binDir string
 
 func TestMain(m *testing.M) {
-	exectest.MainDir(m, &binDir, ".", "github.com/cdiexec/cdi/plugins/generic-tty", "github.com/cdiexec/cdi/plugins/endpoint")
+	exectest.MainDir(m, &binDir, ".", "github.com/cdiexec/cdi/plugins/generic-tty", "github.com/cdiexec/cdi/plugins/endpoint",
+		"github.com/cdiexec/cdi/plugins/drm", "github.com/cdiexec/cdi/plugins/generic")
 }
 
 const (
@@ -40,6 +41,7 @@ type bridge struct {
 	cmd     *exec.Cmd
 	kubelet *kubelettest.Kubelet
 	dpDir   string
+	cdiDir  string // --cdi-spec-dir
 	// addr is the address --metrics-address bound, read from the log.
 	addr chan string
 }
@@ -59,10 +61,10 @@ func startBridge(t *testing.T) *bridge {
 		t.Fatal(err)
 	}
 	t.Cleanup(k.Stop)
-	b := &bridge{kubelet: k, dpDir: dpDir, addr: make(chan string, 1)}
+	b := &bridge{kubelet: k, dpDir: dpDir, cdiDir: t.TempDir(), addr: make(chan string, 1)}
 	b.cmd = exec.Command(filepath.Join(binDir, "cdi-bridge"), "--conf-dir", confDir, "--plugin-path", binDir, "--node-name", "n1",
 		"--device-plugin-dir", dpDir, "--domain", "cdi.test", "--local-store", filepath.Join(t.TempDir(), "i.json"),
-		"--metrics-address", "127.0.0.1:0")
+		"--metrics-address", "127.0.0.1:0", "--cdi-spec-dir", b.cdiDir)
 	b.cmd.Stderr = &logWatcher{addr: b.addr}
 	if err := b.cmd.Start(); err != nil {
 		t.Fatal(err)

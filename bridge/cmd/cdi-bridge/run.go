@@ -11,6 +11,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/cdiexec/cdi/bridge/cdispec"
 	"github.com/cdiexec/cdi/bridge/departed"
 	"github.com/cdiexec/cdi/bridge/discovery"
 	"github.com/cdiexec/cdi/bridge/metrics"
@@ -30,6 +31,9 @@ type options struct {
 	// Slot reclaim; an empty podResources turns it off.
 	podResources               string
 	reclaimGrace, reclaimEvery time.Duration
+	// CDI spec files, and CDI names in Allocate responses.
+	cdiSpecDir string
+	cdiNames   bool
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -52,6 +56,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.podResources, "pod-resources-socket", "/var/lib/kubelet/pod-resources/kubelet.sock", "the kubelet's PodResources socket, for slot reclaim; empty turns reclaim off")
 	fs.DurationVar(&o.reclaimGrace, "reclaim-grace", reclaim.DefaultGrace, "how long a claimed slot may be held by no container before it is released")
 	fs.DurationVar(&o.reclaimEvery, "reclaim-period", 30*time.Second, "how often slot reclaim asks the kubelet which slots containers hold")
+	fs.StringVar(&o.cdiSpecDir, "cdi-spec-dir", "/var/run/cdi", "where the CDI spec files naming this node's devices are written: a directory the container runtime reads CDI specs from")
+	fs.BoolVar(&o.cdiNames, "cdi-names", true, "name devices by CDI in Allocate responses, from spec files in --cdi-spec-dir; false writes no spec file and gives every device node as a device spec, for runtimes without CDI (containerd 1.7's default)")
 	fs.StringVar(&o.metricsAddr, "metrics-address", ":8089", "address serving /metrics, /healthz and /readyz; empty turns it off")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&o.execTimeout, "exec-timeout", 30*time.Second, "bound on each plugin run, ADD included (the kubelet gives Allocate none)")
@@ -88,9 +94,13 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer stopDeparted()
+	cdiDir, err := openCDI(o, log)
+	if err != nil {
+		return err
+	}
 	m := metrics.New()
 	n := node.New(node.Config{
-		NodeName: o.nodeName, Domain: o.domain, DevicePluginDir: o.dpDir, ExecTimeout: o.execTimeout, Store: store,
+		NodeName: o.nodeName, Domain: o.domain, DevicePluginDir: o.dpDir, ExecTimeout: o.execTimeout, Store: store, CDI: cdiDir,
 		Discoverer: &discovery.Discoverer{ConfDir: o.confDir, PluginDirs: invoke.SplitPath(o.pluginPath), Timeout: o.execTimeout,
 			OnExec: m.Exec, Logger: log},
 		DiscoveryPeriod: o.discoveryPeriod, Logger: log, OnAllocate: m.Allocation, OnRegister: m.Registration,
@@ -106,6 +116,20 @@ func run(ctx context.Context, args []string) error {
 	err = n.Run(ctx)
 	log.Info("stopped")
 	return err
+}
+
+// openCDI opens --cdi-spec-dir, or returns nil with --cdi-names=false.
+func openCDI(o *options, log *slog.Logger) (*cdispec.Dir, error) {
+	if !o.cdiNames {
+		log.Info("CDI names off: every device node goes to the runtime as a device spec")
+		return nil, nil
+	}
+	d, err := cdispec.Open(o.cdiSpecDir, o.domain)
+	if err != nil {
+		return nil, fmt.Errorf("--cdi-spec-dir, --domain: %w", err)
+	}
+	log.Info("CDI spec files", "dir", o.cdiSpecDir)
+	return d, nil
 }
 
 // startReclaim runs slot reclaim against the kubelet's PodResources

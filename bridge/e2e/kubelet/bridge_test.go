@@ -20,9 +20,9 @@ const (
 )
 
 // bridgeFiles are what a bridge keeps across its restarts: the
-// drop-ins, the plugins' state and the Instance store.
+// drop-ins, the plugins' state, the Instance store and the CDI specs.
 type bridgeFiles struct {
-	confDir, store string
+	confDir, store, cdiDir string
 	// state is the plugins' stateDir.
 	state string
 }
@@ -32,7 +32,7 @@ type bridgeFiles struct {
 func newBridgeFiles(t *testing.T) bridgeFiles {
 	t.Helper()
 	state := exectest.StateDir(t)
-	f := bridgeFiles{confDir: t.TempDir(), store: filepath.Join(t.TempDir(), "instances.json"), state: state}
+	f := bridgeFiles{confDir: t.TempDir(), store: filepath.Join(t.TempDir(), "instances.json"), cdiDir: t.TempDir(), state: state}
 	drops, err := filepath.Glob(filepath.Join(build.root, "conf.d", "*", "*.conf"))
 	if err != nil || len(drops) == 0 {
 		t.Fatalf("no drop-ins under %s/conf.d (%v)", build.root, err)
@@ -100,7 +100,7 @@ func startBridge(t *testing.T, k *kubelet, f bridgeFiles) *bridge {
 	b := &bridge{log: logFile.Name(), exited: make(chan struct{})}
 	b.cmd = exec.Command(filepath.Join(build.bin, "cdi-bridge"),
 		"--conf-dir", f.confDir, "--plugin-path", build.bin, "--node-name", nodeName,
-		"--device-plugin-dir", k.dir, "--domain", domain, "--local-store", f.store,
+		"--device-plugin-dir", k.dir, "--domain", domain, "--local-store", f.store, "--cdi-spec-dir", f.cdiDir,
 		build.addressFlag, "127.0.0.1:0", "--log-level", "debug")
 	// A race in the bridge ends it at once, with the report in its log.
 	b.cmd.Env = append(os.Environ(), "GORACE=halt_on_error=1")

@@ -55,6 +55,7 @@ func startBridge(ctx context.Context, binDir, dir string, devices, capacity int)
 	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "cdi-bridge"), "--conf-dir", confDir, "--plugin-path", binDir,
 		"--node-name", nodeName, "--device-plugin-dir", dpDir, "--domain", domain, "--store", "local",
 		"--local-store", filepath.Join(dir, "instances.json"), "--pod-resources-socket", "", "--metrics-address", "",
+		"--cdi-spec-dir", filepath.Join(dir, "cdi"),
 		"--log-level", "warn")
 	cmd.Stderr = logFile
 	start := time.Now()

@@ -7,7 +7,8 @@ import (
 )
 
 // TestDemo runs the README's demo, testdata/demo.sh, as a user would: it
-// must succeed and show both of the bridge's allocations.
+// must succeed and show both of the bridge's allocations, and the CDI
+// spec file that resolves the GPU's name to its device nodes.
 func TestDemo(t *testing.T) {
 	if _, err := exec.LookPath("make"); err != nil {
 		t.Skip("the demo installs with make, which is not on the PATH")
@@ -19,7 +20,8 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("demo.sh: %v\n%s", err, out)
 	}
 	for _, want := range []string{"Instance-level: cdi.local/gpu-drm-", "Configuration-level: cdi.local/tty-generic",
-		"device      /dev/dri/card", "annotation  cdi.local/slot-tty-generic-", "released 2 allocation(s)"} {
+		"cdi device  cdi.local/gpu-drm=", `"kind":"cdi.local/gpu-drm"`, `"hostPath":"/dev/dri/card`,
+		"annotation  cdi.local/slot-tty-generic-", "released 2 allocation(s)"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the demo's output lacks %q:\n%s", want, out)
 		}
