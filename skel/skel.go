@@ -87,7 +87,7 @@ func Main(p Plugin) {
 // Run dispatches one command and returns the exit status: 0 on success, 1 on
 // error, and always 0 for DEL.
 func (d *Dispatcher) Run(p Plugin) int {
-	cmd := strings.ToUpper(d.getenv(EnvCommand))
+	cmd := upperASCII(d.getenv(EnvCommand))
 	if cmd == CmdVersion {
 		return d.write(spec.VersionResult{CDIVersion: spec.Current, SupportedVersions: spec.SupportedVersions()}, 0)
 	}
@@ -101,6 +101,19 @@ func (d *Dispatcher) Run(p Plugin) int {
 		return 0 // DEL: success prints nothing
 	}
 	return d.write(result, 0)
+}
+
+// upperASCII upper-cases the ASCII letters of s alone. Commands are ASCII
+// words, and Unicode case mapping would take "ınfo" (dotless i) for INFO
+// and "LIſT" (long s) for LIST.
+func upperASCII(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'a' <= c && c <= 'z' {
+			b[i] = c - 'a' + 'A'
+		}
+	}
+	return string(b)
 }
 
 // errorVersion picks the version an error document is written in: the

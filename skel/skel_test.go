@@ -68,6 +68,8 @@ func TestDispatch(t *testing.T) {
 		{"version needs nothing", Plugin{}, map[string]string{"CDI_COMMAND": "version"}, "", 0, 0, `"supportedVersions"`},
 		{"bad version before command", fullPlugin(), map[string]string{"CDI_VERSION": "0.999"}, ttyConf, 1, 1, `"cdiVersion": "0.0.1"`},
 		{"unknown command", fullPlugin(), map[string]string{"CDI_VERSION": "0.0.1", "CDI_COMMAND": "MYCMD"}, ttyConf, 1, 3, "Unsupported command: MYCMD"},
+		{"dotless i is not i", fullPlugin(), map[string]string{"CDI_VERSION": "0.0.1", "CDI_COMMAND": "ınfo"}, ttyConf, 1, 3, "Unsupported command"},
+		{"long s is not s", fullPlugin(), map[string]string{"CDI_VERSION": "0.1.0", "CDI_COMMAND": "LIſT"}, ttyConf, 1, 3, "Unsupported command"},
 		{"nil callback", Plugin{}, map[string]string{"CDI_VERSION": "0.0.1", "CDI_COMMAND": "INFO"}, ttyConf, 1, 3, "Unsupported command"},
 		{"no command", fullPlugin(), map[string]string{}, ttyConf, 1, 6, "CDI_COMMAND, CDI_VERSION"},
 		{"all missing at once", fullPlugin(), map[string]string{"CDI_COMMAND": "add"}, ttyConf, 1, 6, "CDI_VERSION, CDI_REQUEST, CDI_REQUEST_ID"},
