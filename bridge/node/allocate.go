@@ -80,7 +80,10 @@ func (a *Allocator) Allocate(ctx context.Context, containers [][]Grant) (*plugin
 				r.result, r.err = a.add(ctx, g)
 			}
 			if r.err != nil {
-				a.undo(added, containers)
+				// g's ADD may have committed before it failed (a timeout
+				// after the plugin wrote its state): DEL it too, which is
+				// harmless if it did not.
+				a.undo(append(added, g), containers)
 				return nil, r.err
 			}
 			added = append(added, g)
@@ -129,8 +132,8 @@ func (a *Allocator) addWith(ctx context.Context, g Grant, run func(context.Conte
 	return r, nil
 }
 
-// undo deletes what the call added and releases what it claimed, leaving
-// the slots that were held before the call alone. It runs on a fresh
+// undo deletes what the call added, or may have added, and releases what
+// it claimed, leaving the slots that were held before the call alone. It runs on a fresh
 // context: the caller's may be the reason for the failure.
 func (a *Allocator) undo(added []Grant, containers [][]Grant) {
 	ctx, cancel := context.WithTimeout(context.Background(), a.timeout())

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/cdiexec/cdi/bridge/instance"
 	"github.com/cdiexec/cdi/bridge/instance/local"
@@ -143,5 +145,32 @@ func TestAllocateIsAllOrNothing(t *testing.T) {
 	}
 	if got := allocations(t, p); !got[held.Claim.Slot] || got[fresh.Claim.Slot] || len(got) != 1 {
 		t.Errorf("plugin allocations after the failed call: %v", got)
+	}
+}
+
+// An ADD that commits and then fails (here: the plugin's work is done,
+// then the call times out) is undone on the plugin too: the slot is
+// neither in the store nor in the plugin's state.
+func TestAllocateUndoesAnADDThatTimedOutAfterCommitting(t *testing.T) {
+	a, p, ins := setup(t)
+	slow := filepath.Join(t.TempDir(), "slow-generic-tty")
+	// VERSION, which the caller runs first, answers at once.
+	script := "#!/bin/sh\n" + p.Path + " || exit\n[ \"$CDI_COMMAND\" = ADD ] && exec sleep 30\nexit 0\n"
+	if err := os.WriteFile(slow, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	late := &invoke.Plugin{Path: slow, Config: p.Config}
+	a.Timeout = 2 * time.Second
+	g := grant(late, ins["tty13"], "tty13", "")
+	if _, err := a.Allocate(context.Background(), [][]Grant{{g}}); err == nil {
+		t.Fatal("Allocate succeeded though its ADD timed out")
+	} else if !errors.Is(err, invoke.ErrTimeout) {
+		t.Fatalf("Allocate = %v, want the ADD's timeout", err)
+	}
+	if u := usage(t, a, ins["tty13"]); u != "" {
+		t.Errorf("store usage %q after the failed call", u)
+	}
+	if got := allocations(t, p); len(got) != 0 {
+		t.Errorf("the plugin still holds %v after the failed call", got)
 	}
 }
