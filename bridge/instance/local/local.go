@@ -87,7 +87,8 @@ func (s *Store) write(doc *document) error {
 		return fmt.Errorf("instance store: %w", err)
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err == nil {
+	_, err = tmp.Write(data)
+	if err == nil {
 		err = tmp.Sync()
 	}
 	if cerr := tmp.Close(); err == nil {
