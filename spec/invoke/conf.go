@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/cdiexec/cdi/spec"
 )
@@ -103,12 +104,21 @@ func LoadConf(path, typ string) (*Conf, error) {
 
 // readLimited reads at most one byte more than a configuration may have, so
 // that ParseConfig reports an oversized file without it being read whole.
+// Only a regular file is read: the open does not block (a FIFO's would,
+// until a writer came), and what it opened is checked before any read.
+// A link to a regular file is followed, as Kubernetes ConfigMap volumes
+// are made of links.
 func readLimited(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err // names the file
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: %w (%s)", path, ErrNotRegular, fi.Mode().Type())
+	}
 	data, err := io.ReadAll(io.LimitReader(f, spec.MaxConfigSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cdiexec/cdi/spec"
 	"github.com/cdiexec/cdi/spec/invoke"
@@ -105,6 +107,46 @@ func TestLoadConfsEdges(t *testing.T) {
 	writeFiles(t, root, map[string]string{"big.d/x.conf": `{"name":"` + strings.Repeat("x", spec.MaxConfigSize) + `"}`})
 	if _, err := invoke.LoadConfs(root, "big"); !errors.Is(err, spec.ErrMalformed) {
 		t.Fatalf("oversized drop-in: %v, want ErrMalformed", err)
+	}
+}
+
+// A FIFO, a socket or a link to a device named like a drop-in is refused
+// unread, naming the file: reading a FIFO blocked cditool and the bridge's
+// discovery for ever. The drop-ins beside it still load, a link to a
+// regular file too.
+func TestLoadConfsReadsOnlyRegularFiles(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	writeFiles(t, root, map[string]string{"tty.d/a.conf": conf("tty", "a"), "real/b.conf": conf("tty", "b")})
+	dir := filepath.Join(root, "tty.d")
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo.conf"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for link, target := range map[string]string{"null.conf": "/dev/null", "b.conf": filepath.Join(root, "real", "b.conf")} {
+		if err := os.Symlink(target, filepath.Join(dir, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type loaded struct {
+		confs []*invoke.Conf
+		err   error
+	}
+	done := make(chan loaded, 1)
+	go func() {
+		confs, err := invoke.LoadConfs(root, "tty")
+		done <- loaded{confs, err}
+	}()
+	var got loaded
+	select {
+	case got = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("LoadConfs blocked on a FIFO named fifo.conf")
+	}
+	if !reflect.DeepEqual(ids(got.confs), []string{"a.conf", "b.conf"}) {
+		t.Errorf("loaded %v, want a.conf and the link b.conf", ids(got.confs))
+	}
+	if !errors.Is(got.err, invoke.ErrNotRegular) || !strings.Contains(got.err.Error(), "fifo.conf") || !strings.Contains(got.err.Error(), "null.conf") {
+		t.Errorf("error %v, want ErrNotRegular naming fifo.conf and null.conf", got.err)
 	}
 }
 

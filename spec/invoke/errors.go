@@ -28,6 +28,11 @@ var (
 	ErrIncompatible = errors.New("incompatible plugin")
 )
 
+// ErrNotRegular is wrapped by the error for a drop-in that is not a regular
+// file (or a link to one): a FIFO, a socket, a device. Reading one could
+// block for ever or never end, so it is refused unread.
+var ErrNotRegular = errors.New("not a regular file")
+
 // maxStderrInMessage bounds how much of a plugin's stderr an error message
 // carries. The head is kept: a Go panic or a shell error puts its cause first.
 const maxStderrInMessage = 4 << 10
