@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
@@ -73,6 +75,12 @@ func (p *Plugin) registration(ctx context.Context) error {
 	lis, err := net.Listen("unix", sock)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", sock, err)
+	}
+	// The socket's mode comes from the process umask (0777 under umask
+	// 000); only the kubelet, which runs as root, has to connect.
+	if err := os.Chmod(sock, SocketMode); err != nil {
+		_ = lis.Close()
+		return fmt.Errorf("socket %s: %w", sock, err)
 	}
 	srv := newServer(p.Handler, p.Preferred)
 	g := grpc.NewServer()
@@ -150,16 +158,55 @@ func (p *Plugin) watch(ctx context.Context, sock string, kubelet os.FileInfo, sr
 	}
 }
 
+// SocketMode is the mode of every socket a Plugin serves on.
+const SocketMode = 0o600
+
 // SocketName is a socket file name unique to one registration: the
 // resource name made safe for a file name, and the time in base 36.
 func SocketName(resource string, now time.Time) string {
-	safe := strings.Map(func(r rune) rune {
+	safe := fileSafe(resource)
+	return safe[:min(len(safe), 60)] + "-" + strconv.FormatInt(now.UnixNano(), 36) + ".sock"
+}
+
+func fileSafe(s string) string {
+	return strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.' {
 			return r
 		}
 		return '_'
-	}, resource)
-	return safe[:min(len(safe), 60)] + "-" + strconv.FormatInt(now.UnixNano(), 36) + ".sock"
+	}, s)
+}
+
+// RemoveStaleSockets removes the sockets in dir of domain's resources
+// (SocketName's "<domain>_*.sock") on which nothing listens: those that a
+// bridge killed before its shutdown left behind. A socket that another
+// process still serves (the old pod of a rolling update) accepts the
+// connect and is kept, and so is one whose connect fails otherwise.
+func RemoveStaleSockets(dir, domain string) (removed []string, err error) {
+	paths, err := filepath.Glob(filepath.Join(dir, fileSafe(domain)+"_*.sock"))
+	if err != nil {
+		return nil, err
+	}
+	var errs []error
+	for _, path := range paths {
+		if fi, err := os.Lstat(path); err != nil || fi.Mode().Type() != fs.ModeSocket {
+			continue
+		}
+		conn, err := net.DialTimeout("unix", path, time.Second)
+		if err == nil {
+			conn.Close()
+			continue
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			continue
+		}
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, filepath.Base(path))
+	}
+	return removed, errors.Join(errs...)
 }
 
 func (p *Plugin) poll() time.Duration {

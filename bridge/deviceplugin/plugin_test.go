@@ -3,10 +3,13 @@ package deviceplugin
 import (
 	"context"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -188,5 +191,62 @@ func TestReregistersAfterDroppedStream(t *testing.T) {
 	k.Forget(res)
 	if _, err := k.WaitFor(res, wait, func(n int, _ []*pluginapi.Device) bool { return n == 2 }); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The socket is 0600 whatever the umask: under umask 000 it was 0777.
+func TestSocketMode(t *testing.T) {
+	old := syscall.Umask(0)
+	defer syscall.Umask(old)
+	dir := shortDir(t)
+	k, err := kubelettest.Start(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Stop()
+	startPlugin(t, dir, &fakeHandler{devs: []Device{{ID: "a", Healthy: true}}})
+	if _, err := k.WaitFor("cdi.example.com/cam", wait, func(n int, _ []*pluginapi.Device) bool { return n >= 1 }); err != nil {
+		t.Fatal(err)
+	}
+	socks, _ := filepath.Glob(filepath.Join(dir, "cdi.example.com_cam-*.sock"))
+	if len(socks) != 1 {
+		t.Fatalf("sockets %v, want one", socks)
+	}
+	if fi, err := os.Stat(socks[0]); err != nil || fi.Mode().Perm() != SocketMode {
+		t.Fatalf("socket mode %v (%v), want %v", fi.Mode().Perm(), err, os.FileMode(SocketMode))
+	}
+}
+
+// Sockets of the domain that nothing serves (left by a SIGKILL) are
+// removed; a served one, another domain's, and a plain file are kept.
+func TestRemoveStaleSockets(t *testing.T) {
+	dir := shortDir(t)
+	listen := func(name string, serve bool) {
+		l, err := net.Listen("unix", filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if serve {
+			t.Cleanup(func() { l.Close() })
+			return
+		}
+		l.(*net.UnixListener).SetUnlinkOnClose(false)
+		l.Close()
+	}
+	listen("cdi.example.com_gpu-a.sock", false)
+	listen("cdi.example.com_gpu-b.sock", false)
+	listen("cdi.example.com_cam-live.sock", true)
+	listen("other.example.com_gpu-a.sock", false)
+	listen("kubelet.sock", false)
+	if err := os.WriteFile(filepath.Join(dir, "cdi.example.com_file.sock"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	removed, err := RemoveStaleSockets(dir, "cdi.example.com")
+	if err != nil || !reflect.DeepEqual(removed, []string{"cdi.example.com_gpu-a.sock", "cdi.example.com_gpu-b.sock"}) {
+		t.Fatalf("removed %v, %v; want the two unserved gpu sockets", removed, err)
+	}
+	left, _ := filepath.Glob(filepath.Join(dir, "*"))
+	if len(left) != 4 {
+		t.Errorf("left %v, want the served, other-domain, kubelet and plain files", left)
 	}
 }

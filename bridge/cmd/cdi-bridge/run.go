@@ -13,6 +13,7 @@ import (
 
 	"github.com/cdiexec/cdi/bridge/cdispec"
 	"github.com/cdiexec/cdi/bridge/departed"
+	"github.com/cdiexec/cdi/bridge/deviceplugin"
 	"github.com/cdiexec/cdi/bridge/discovery"
 	"github.com/cdiexec/cdi/bridge/metrics"
 	"github.com/cdiexec/cdi/bridge/node"
@@ -94,6 +95,9 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer stopDeparted()
+	if removed, err := deviceplugin.RemoveStaleSockets(o.dpDir, o.domain); err != nil || len(removed) > 0 {
+		log.Info("removed sockets no process serves, left by a bridge that was killed", "count", len(removed), "error", err)
+	}
 	cdiDir, err := openCDI(o, log)
 	if err != nil {
 		return err
