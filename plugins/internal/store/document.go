@@ -28,12 +28,32 @@ func Check(st *State) error {
 	if st.Allocations == nil {
 		return errors.New(`"allocations" is missing or null`)
 	}
-	for id, rec := range st.Allocations {
+	// A slot that no allocation seems to hold is handed out: a slot held
+	// twice, or one below zero, would make a held device look free.
+	holder := map[deviceSlot]string{}
+	for _, id := range plainjson.SortedKeys(st.Allocations) {
+		rec := st.Allocations[id]
 		if rec == nil {
 			return fmt.Errorf("allocation %q is null", id)
 		}
+		for _, u := range rec.Result.Units {
+			k := deviceSlot{u.Device, u.Slot}
+			switch other, held := holder[k]; {
+			case u.Slot < 0:
+				return fmt.Errorf("allocation %q holds slot %d of device %q: no slot is negative", id, u.Slot, u.Device)
+			case held:
+				return fmt.Errorf("allocations %q and %q both hold slot %d of device %q", other, id, u.Slot, u.Device)
+			}
+			holder[k] = id
+		}
 	}
 	return nil
+}
+
+// deviceSlot is one usage slot of one device.
+type deviceSlot struct {
+	device string
+	slot   int
 }
 
 // Encode returns the stored form of st: indented for humans, and
@@ -103,8 +123,23 @@ func Decode(data []byte) (*State, error) {
 }
 
 // readAllocations reads the allocations object. A null record stays nil
-// in the map, for Check to refuse.
+// in the map, for Check to refuse. A request-id that appears twice is
+// refused: the map would keep one of its records and free the slots of
+// the other.
 func (st *State) readAllocations(v gjson.Result) error {
+	var dup string
+	seen := map[string]bool{}
+	v.ForEach(func(k, _ gjson.Result) bool {
+		if id := k.String(); seen[id] {
+			dup = id
+		} else {
+			seen[id] = true
+		}
+		return dup == ""
+	})
+	if dup != "" {
+		return fmt.Errorf("allocation %q appears twice", dup)
+	}
 	return plainjson.Map(&st.Allocations, func(rec **Record, rv gjson.Result) error {
 		if rv.Type == gjson.Null {
 			return nil

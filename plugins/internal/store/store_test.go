@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -74,5 +75,30 @@ func TestEncodeMatchesEncodingJSON(t *testing.T) {
 	}
 	if !reflect.DeepEqual(back, &viaJSON) {
 		t.Errorf("Decode gave %+v\nencoding/json %+v", back, &viaJSON)
+	}
+}
+
+// Documents no plugin could have written, each of which would make a held
+// slot look free, are refused on load.
+func TestDecodeRefusesWhatCouldNotHaveBeenWritten(t *testing.T) {
+	rec := func(dev string, slot int) string {
+		return `{"request":"tty:1","created":"2026-11-23T10:00:00Z","result":{"cdiVersion":"0.1.0","devices":[],"units":[{"resource":"tty","device":"` +
+			dev + `","slot":` + strconv.Itoa(slot) + `}]}}`
+	}
+	doc := func(allocs string) string { return `{"format":1,"bootID":"b","allocations":{` + allocs + `}}` }
+	for _, tc := range []struct{ name, doc, want string }{
+		{"negative slot", doc(`"r1":` + rec("tty13", -1)), "negative"},
+		{"slot held twice", doc(`"r1":` + rec("tty13", 0) + `,"r2":` + rec("tty13", 0)), `"r1" and "r2" both hold slot 0`},
+		{"request-id twice", doc(`"r1":` + rec("tty13", 0) + `,"r1":` + rec("tty14", 0)), `"r1" appears twice`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := Decode([]byte(tc.doc)); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Decode = %v, want an error saying %s", err, tc.want)
+			}
+		})
+	}
+	ok := doc(`"r1":` + rec("tty13", 0) + `,"r2":` + rec("tty13", 1) + `,"r3":` + rec("tty14", 0))
+	if _, err := Decode([]byte(ok)); err != nil {
+		t.Errorf("Decode of a valid document: %v", err)
 	}
 }

@@ -35,7 +35,7 @@ func record(req string) *store.Record {
 			CDIVersion: "0.1.0",
 			Devices:    []string{"vendor.com/tty=tty0"},
 			Env:        map[string]string{"TTY": "/dev/ttyS0"},
-			Units:      []spec.Unit{{}},
+			Units:      []spec.Unit{{Resource: "tty", Device: req}}, // one device per record: no slot held twice
 		},
 	}
 }
