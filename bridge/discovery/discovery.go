@@ -61,13 +61,33 @@ func (d *Discoverer) Discover(ctx context.Context) ([]Pool, error) {
 		d.log().Warn("some drop-ins do not load", "error", err)
 	}
 	next := map[string]Pool{}
+	clashed := map[string]bool{}
 	for _, c := range confs {
 		for _, p := range d.discoverConf(ctx, c) {
+			if other, ok := next[p.Name]; ok || clashed[p.Name] {
+				d.refuseClash(p, other)
+				delete(next, p.Name)
+				clashed[p.Name] = true
+				continue
+			}
 			next[p.Name] = p
 		}
 	}
 	d.last = next
 	return sortedPools(next), nil
+}
+
+// refuseClash logs that p and other, of two drop-ins, map to one pool
+// name (gen_x.conf and gen-x.conf, or generic.conf and generic.json):
+// neither is served, since either one's claims could otherwise be served
+// by the other's plugin and state. other is the zero Pool when an earlier
+// clash already removed it.
+func (d *Discoverer) refuseClash(p, other Pool) {
+	files := []string{p.Conf.Path}
+	if other.Conf != nil {
+		files = append(files, other.Conf.Path)
+	}
+	d.log().Error("drop-ins skipped: they map to one pool name; rename one of them", "pool", p.Name, "dropIns", files)
 }
 
 func (d *Discoverer) discoverConf(ctx context.Context, c *invoke.Conf) []Pool {

@@ -193,3 +193,23 @@ func TestDiscoverRefusesWhatCDICannotName(t *testing.T) {
 		t.Fatalf("pools %+v, want tty-good with tty1 alone", pools)
 	}
 }
+
+// Two drop-ins whose pools share a name (gen_x and gen-x both become
+// tty-gen-x; generic.conf and generic.json both tty-generic) are both
+// refused: served, the later one silently replaced the earlier.
+func TestDiscoverRefusesClashingDropIns(t *testing.T) {
+	confDir := t.TempDir()
+	args := map[string]any{"root": exectest.FixtureRoot(t), "stateDir": t.TempDir(), "num_system_reserved": 40}
+	writeConf(t, confDir, "tty", "gen_x", "generic-tty", args)
+	writeConf(t, confDir, "tty", "gen-x", "generic-tty", args)
+	writeConf(t, confDir, "tty", "gen.x", "generic-tty", args)
+	writeConf(t, confDir, "tty", "other", "generic-tty", args)
+	d := &Discoverer{ConfDir: confDir, PluginDirs: []string{pluginDir}}
+	pools, err := d.Discover(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pools) != 1 || pools[0].Name != "tty-other" {
+		t.Fatalf("pools %v, want tty-other alone", names(pools))
+	}
+}
