@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/gofrs/flock"
@@ -51,7 +52,8 @@ func (s *Store) lock() (func(), error) {
 	if err := os.MkdirAll(filepath.Dir(s.path), 0o755); err != nil {
 		return nil, fmt.Errorf("instance store: %w", err)
 	}
-	fl := flock.New(s.path + ".lock")
+	// A link at the lock's path is an error, not a file to create or open.
+	fl := flock.New(s.path+".lock", flock.SetFlag(os.O_CREATE|os.O_RDONLY|syscall.O_NOFOLLOW))
 	if err := fl.Lock(); err != nil {
 		return nil, fmt.Errorf("locking %s: %w", s.path, err)
 	}

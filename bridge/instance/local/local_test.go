@@ -153,3 +153,20 @@ func fill(t *testing.T, dir string) {
 		}
 	}
 }
+
+// A link at instances.json.lock is not followed: the store fails and the
+// link's target is not created.
+func TestLockLinkRefused(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "created-through-the-link")
+	path := filepath.Join(dir, "instances.json")
+	if err := os.Symlink(target, path+".lock"); err != nil {
+		t.Fatal(err)
+	}
+	if err := New(path).Observe(context.Background(), "a", "cam", nil); err == nil {
+		t.Error("Observe through a linked lock file succeeded")
+	}
+	if _, err := os.Lstat(target); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the lock's link created its target: %v", err)
+	}
+}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/gofrs/flock"
 
@@ -16,8 +18,9 @@ import (
 // anyone troubleshooting may read them.
 const fileMode fs.FileMode = 0o644
 
-// dirMode is the mode of the directories created for the state file.
-const dirMode fs.FileMode = 0o755
+// dirMode is the mode of the directories created for the state file:
+// nobody but their owner may place a file or a link in them.
+const dirMode fs.FileMode = 0o700
 
 // Store is a store.Store kept in one JSON file. It holds no mutable state,
 // so one Store may be used by several goroutines, and several processes may
@@ -65,13 +68,19 @@ func (s *Store) Update(ctx context.Context, fn func(*store.State) error) error {
 	return s.update(fn)
 }
 
-// lock creates the state directory and takes the exclusive lock on
-// <path>.lock, blocking until it is free. The returned func releases it.
+// lock creates the state directory, checks that no one else can place
+// files in it, and takes the exclusive lock on <path>.lock, blocking until
+// it is free. A link at the lock's path is not followed: it is an error.
+// The returned func releases the lock.
 func (s *Store) lock() (func(), error) {
-	if err := mkdirAll(filepath.Dir(s.path)); err != nil {
+	dir := filepath.Dir(s.path)
+	if err := mkdirAll(dir); err != nil {
 		return nil, err
 	}
-	fl := flock.New(s.path+".lock", flock.SetPermissions(fileMode))
+	if err := checkDir(dir); err != nil {
+		return nil, err
+	}
+	fl := flock.New(s.path+".lock", flock.SetPermissions(fileMode), flock.SetFlag(os.O_CREATE|os.O_RDONLY|syscall.O_NOFOLLOW))
 	if err := fl.Lock(); err != nil {
 		return nil, fmt.Errorf("lock state file %s: %w", fl.Path(), err)
 	}

@@ -14,6 +14,11 @@
 // power failure that undoes the rename reboots the machine too, and the
 // state that comes back is released on the next call like the lost one.
 //
+// Nothing is written through a link: the state directory must not be a
+// link nor writable by others (ErrUnsafeDir); the lock and state files
+// are opened without following a link, and the temporary file is created
+// exclusively, so that a link placed at its name fails the save.
+//
 // A file that cannot be read back as a valid state is reported as an error
 // wrapping store.ErrCorrupt and is never replaced by an empty state: that
 // would silently free device slots that are still in use.

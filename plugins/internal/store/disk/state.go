@@ -3,21 +3,26 @@ package disk
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
+	"syscall"
 
 	"github.com/cdiexec/cdi/plugins/internal/store"
 )
 
 // load reads the state file. It returns the state and its encoding as
 // loaded, against which the state after fn is compared. A missing file is
-// an empty state.
+// an empty state; a link at its path is not followed but refused.
 func (s *Store) load() (*store.State, []byte, error) {
-	data, err := os.ReadFile(s.path)
+	data, err := readNoFollow(s.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		st := store.NewState(s.bootID)
 		enc, err := store.Encode(st)
 		return st, enc, err
+	}
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, nil, fmt.Errorf("state file %s: %w: it is a symbolic link", s.path, store.ErrCorrupt)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("read state file: %w", err)
@@ -33,4 +38,15 @@ func (s *Store) load() (*store.State, []byte, error) {
 		return nil, nil, fmt.Errorf("state file %s: %w", s.path, err)
 	}
 	return st, enc, nil
+}
+
+// readNoFollow reads the file at path, failing with ELOOP where path is a
+// symbolic link.
+func readNoFollow(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
 }

@@ -1,0 +1,123 @@
+package disk_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/cdiexec/cdi/plugins/internal/store"
+	"github.com/cdiexec/cdi/plugins/internal/store/disk"
+)
+
+// secret stands for a root-owned file someone would like overwritten.
+const secret = "root:secret\n"
+
+func secretFile(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "shadow")
+	if err := os.WriteFile(path, []byte(secret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// checkSecret fails the test if the file's content or mode changed.
+func checkSecret(t *testing.T, path string) {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data := readFile(t, path); string(data) != secret || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the link's target became %q, mode %v", data, fi.Mode().Perm())
+	}
+}
+
+// A loop re-creating <state>.tmp as a link to another file, racing
+// hundreds of saves, never gets that file written or its mode changed:
+// before the fix the file was overwritten and made 0644 within a few
+// hundred saves.
+func TestTempLinkRaceWritesNothingThrough(t *testing.T) {
+	target := secretFile(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "p.json")
+	s := disk.New(path, bootA)
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for !stop.Load() {
+			_ = os.Remove(path + ".tmp")
+			_ = os.Symlink(target, path+".tmp")
+		}
+	}()
+	saved := 0
+	for range 500 {
+		if s.Update(t.Context(), increment) == nil {
+			saved++
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	checkSecret(t, target)
+	t.Logf("%d of 500 saves went through while the link was re-created; the others failed", saved)
+}
+
+// A link at the lock's or the state's path is not followed: the call
+// fails and the target is neither written nor, if missing, created.
+func TestLinksAtLockAndStateRefused(t *testing.T) {
+	for _, suffix := range []string{".lock", ""} {
+		t.Run("link at p.json"+suffix, func(t *testing.T) {
+			target := secretFile(t)
+			path := filepath.Join(t.TempDir(), "p.json")
+			if err := os.Symlink(target, path+suffix); err != nil {
+				t.Fatal(err)
+			}
+			err := disk.New(path, bootA).Update(t.Context(), increment)
+			if err == nil || (suffix == "" && !errors.Is(err, store.ErrCorrupt)) {
+				t.Fatalf("Update = %v, want it refused (a state error wrapping ErrCorrupt for the state file)", err)
+			}
+			checkSecret(t, target)
+		})
+	}
+	missing := filepath.Join(t.TempDir(), "created-through-the-link")
+	path := filepath.Join(t.TempDir(), "p.json")
+	if err := os.Symlink(missing, path+".lock"); err != nil {
+		t.Fatal(err)
+	}
+	_ = disk.New(path, bootA).Update(t.Context(), increment)
+	if _, err := os.Lstat(missing); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the lock's link created its target: %v", err)
+	}
+}
+
+// A state directory that is a link, or that others may write to, is
+// refused with ErrUnsafeDir and a message that says why.
+func TestUnsafeStateDirRefused(t *testing.T) {
+	real := t.TempDir()
+	linked := filepath.Join(t.TempDir(), "linked")
+	if err := os.Symlink(real, linked); err != nil {
+		t.Fatal(err)
+	}
+	open := t.TempDir()
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	for name, dir := range map[string]string{"a link": linked, "world-writable": open} {
+		t.Run(name, func(t *testing.T) {
+			err := disk.New(filepath.Join(dir, "p.json"), bootA).Update(t.Context(), increment)
+			if !errors.Is(err, disk.ErrUnsafeDir) {
+				t.Fatalf("Update = %v, want ErrUnsafeDir", err)
+			}
+		})
+	}
+	made := filepath.Join(t.TempDir(), "new", "tty", "p.json")
+	update(t, disk.New(made, bootA), increment)
+	if fi, err := os.Stat(filepath.Dir(made)); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("a new state directory has mode %v (%v), want 0700", fi.Mode().Perm(), err)
+	}
+}
