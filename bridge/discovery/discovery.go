@@ -36,6 +36,9 @@ type Discoverer struct {
 	PluginDirs []string
 	// Timeout bounds each plugin run (0: invoke.DefaultTimeout).
 	Timeout time.Duration
+	// Deadline is how long one discovery may run before Run logs it as
+	// stuck (0: DefaultDeadline).
+	Deadline time.Duration
 	// Exec runs the plugins; nil means invoke.ProcessExec{}.
 	Exec invoke.Exec
 	// OnExec, if set, is told how long every run of a pool's plugin took:
@@ -163,6 +166,18 @@ func sortedPools(m map[string]Pool) []Pool {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// DefaultDeadline is Deadline's default: far more than a discovery's
+// plugin runs take even at their timeout, so that only a discovery that
+// is blocked outside them, in the file system, trips it.
+const DefaultDeadline = 5 * time.Minute
+
+func (d *Discoverer) deadline() time.Duration {
+	if d.Deadline > 0 {
+		return d.Deadline
+	}
+	return DefaultDeadline
 }
 
 func (d *Discoverer) log() *slog.Logger {

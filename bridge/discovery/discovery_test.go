@@ -1,15 +1,21 @@
 package discovery
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/cdiexec/cdi/plugins/exectest"
+	"github.com/cdiexec/cdi/spec/invoke"
 	"github.com/cdiexec/cdi/spec/invoke/fakeexec"
 )
 
@@ -212,4 +218,66 @@ func TestDiscoverRefusesClashingDropIns(t *testing.T) {
 	if len(pools) != 1 || pools[0].Name != "tty-other" {
 		t.Fatalf("pools %v, want tty-other alone", names(pools))
 	}
+}
+
+// blockingExec never returns from a run, whatever its context says: a
+// discovery blocked where no context reaches (a hung mount).
+type blockingExec struct{ started chan struct{} }
+
+func (e blockingExec) ExecPlugin(context.Context, string, []byte, []string) (*invoke.Output, error) {
+	close(e.started)
+	select {}
+}
+
+// Run returns when its context ends even while a discovery is blocked,
+// and publishes nothing after: the bridge's shutdown never waits on it.
+func TestRunDoesNotWaitForABlockedDiscovery(t *testing.T) {
+	confDir := t.TempDir()
+	writeConf(t, confDir, "tty", "generic", "generic-tty", nil)
+	started := make(chan struct{})
+	d := &Discoverer{ConfDir: confDir, PluginDirs: []string{pluginDir}, Exec: blockingExec{started}}
+	ctx, cancel := context.WithCancel(context.Background())
+	returned := make(chan struct{})
+	go func() {
+		d.Run(ctx, time.Hour, time.Hour, func([]Pool) { t.Error("a blocked discovery published") })
+		close(returned)
+	}()
+	<-started
+	cancel()
+	select {
+	case <-returned:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run still waits for a discovery blocked in a plugin run")
+	}
+}
+
+// A discovery that outlives Deadline is logged as stuck, once, and no
+// other starts beside it.
+func TestRunLogsAStuckDiscoveryOnce(t *testing.T) {
+	confDir := t.TempDir()
+	writeConf(t, confDir, "tty", "generic", "generic-tty", nil)
+	var mu sync.Mutex
+	var log bytes.Buffer
+	started := make(chan struct{})
+	d := &Discoverer{ConfDir: confDir, PluginDirs: []string{pluginDir}, Exec: blockingExec{started}, Deadline: 20 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &log}, nil))}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	d.Run(ctx, 10*time.Millisecond, time.Hour, func([]Pool) {}) // a second start would close started twice and panic
+	mu.Lock()
+	defer mu.Unlock()
+	if n := strings.Count(log.String(), "discovery stuck"); n != 1 {
+		t.Errorf("%d stuck warnings, want 1:\n%s", n, log.String())
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

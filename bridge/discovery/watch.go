@@ -6,23 +6,20 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 )
 
 // Run discovers at once, then every period and within poll of any change
 // to the drop-in folders, and hands each result to publish. It returns
-// when ctx ends.
+// when ctx ends, without waiting for a discovery still under way: one
+// blocked in the file system (a hung mount, a drop-in that never reads to
+// its end) must not hold up the bridge's shutdown. Discoveries never
+// overlap: a tick that comes while one runs is skipped, and one that runs
+// past Deadline is logged as stuck.
 func (d *Discoverer) Run(ctx context.Context, period, poll time.Duration, publish func([]Pool)) {
-	discover := func() {
-		pools, err := d.Discover(ctx)
-		if err != nil {
-			d.log().Error("discovery failed", "error", err)
-			return
-		}
-		publish(pools)
-	}
-	seen := Fingerprint(d.ConfDir)
-	discover()
+	w := &worker{d: d, ctx: ctx, publish: publish}
+	w.start(func() { w.seen = Fingerprint(d.ConfDir); w.discover() })
 	full := time.NewTicker(period)
 	defer full.Stop()
 	check := time.NewTicker(poll)
@@ -30,16 +27,83 @@ func (d *Discoverer) Run(ctx context.Context, period, poll time.Duration, publis
 	for {
 		select {
 		case <-ctx.Done():
+			w.stop()
 			return
 		case <-full.C:
-			discover()
+			w.start(w.discover)
 		case <-check.C:
-			if now := Fingerprint(d.ConfDir); now != seen {
-				d.log().Info("drop-ins changed; discovering again", "dir", d.ConfDir)
-				seen = now
-				discover()
-			}
+			w.start(w.checkDropIns)
 		}
+	}
+}
+
+// worker runs Run's discoveries one at a time, each in a goroutine of its
+// own that Run does not wait for.
+type worker struct {
+	d       *Discoverer
+	ctx     context.Context
+	publish func([]Pool)
+	// seen is the drop-ins' last Fingerprint; only jobs touch it, and
+	// they run one after the other.
+	seen string
+
+	running chan struct{} // closed when the job under way ends; nil before the first
+	since   time.Time     // when it started
+	warned  bool          // its stuck warning was logged
+
+	// mu is held by a publish and by stop: once stop returns, no result
+	// is published, so that Run's caller may tear down what publish
+	// feeds. A discovery itself is never waited for.
+	mu      sync.Mutex
+	stopped bool
+}
+
+func (w *worker) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stopped = true
+}
+
+// start runs job unless the previous one is still under way.
+func (w *worker) start(job func()) {
+	if w.running != nil {
+		select {
+		case <-w.running:
+		default:
+			if stuck := time.Since(w.since); stuck > w.d.deadline() && !w.warned {
+				w.warned = true
+				w.d.log().Error("discovery stuck; no other starts until it returns", "for", stuck.Round(time.Second).String())
+			}
+			return
+		}
+	}
+	done := make(chan struct{})
+	w.running, w.since, w.warned = done, time.Now(), false
+	go func() {
+		defer close(done)
+		job()
+	}()
+}
+
+func (w *worker) discover() {
+	pools, err := w.d.Discover(w.ctx)
+	if err != nil {
+		w.d.log().Error("discovery failed", "error", err)
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.stopped {
+		w.publish(pools)
+	}
+}
+
+// checkDropIns discovers again if the drop-in folders changed.
+func (w *worker) checkDropIns() {
+	if now := Fingerprint(w.d.ConfDir); now != w.seen {
+		w.d.log().Info("drop-ins changed; discovering again", "dir", w.d.ConfDir)
+		w.seen = now
+		w.discover()
 	}
 }
 
