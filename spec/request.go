@@ -161,18 +161,25 @@ func ParseDeviceIDs(s string) ([]string, error) {
 }
 
 // ParseNUMANodes parses CDI_REQUEST_NUMA_LOCALITY: a non-empty
-// comma-separated list of non-negative integers.
+// comma-separated list of non-negative integers below 10000. A node listed
+// again is dropped, the first place kept: the list is a preference, and
+// repeats only grew what an allocation records (60,000 of them recorded
+// 663 KB), so it holds at most 10000 nodes.
 func ParseNUMANodes(s string) ([]int, error) {
 	if s == "" {
 		return nil, fmt.Errorf("%w: empty NUMA node list", ErrMalformed)
 	}
 	var nodes []int
+	seen := map[int]bool{}
 	for _, p := range strings.Split(s, ",") {
 		if p == "" || len(p) > 4 || !isDigits(p) || (len(p) > 1 && p[0] == '0') {
 			return nil, fmt.Errorf("%w: NUMA node %q is not a non-negative integer below 10000", ErrMalformed, p)
 		}
 		n, _ := strconv.Atoi(p)
-		nodes = append(nodes, n)
+		if !seen[n] {
+			seen[n] = true
+			nodes = append(nodes, n)
+		}
 	}
 	return nodes, nil
 }

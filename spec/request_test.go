@@ -2,6 +2,7 @@ package spec
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -97,6 +98,15 @@ func TestParseDeviceIDs(t *testing.T) {
 	}
 }
 
+// 60,000 repeats of one node, which made one ADD record 663 KB, are one
+// node.
+func TestParseNUMANodesBounded(t *testing.T) {
+	got, err := ParseNUMANodes(strings.Repeat("0,", 60000) + "1")
+	if err != nil || !reflect.DeepEqual(got, []int{0, 1}) {
+		t.Errorf("ParseNUMANodes = %v, %v; want [0 1]", got, err)
+	}
+}
+
 func TestParseNUMANodes(t *testing.T) {
 	tests := []struct {
 		in   string
@@ -105,6 +115,7 @@ func TestParseNUMANodes(t *testing.T) {
 		{"0", []int{0}},
 		{"0,1", []int{0, 1}},
 		{"9999", []int{9999}},
+		{"1,0,1,0,1", []int{1, 0}},
 		{"", nil},
 		{"-1", nil},
 		{"01", nil},

@@ -13,13 +13,48 @@ import (
 // or an unknown member.
 var ErrType = errors.New("wrong JSON type")
 
-// Parse checks that data is one valid JSON document and returns it. gjson
-// itself does not validate, so every reader starts here.
+// MaxDepth is how deeply arrays and objects may nest in a document Parse
+// accepts. The project's documents nest six deep at most; gjson's
+// validator recurses once per level, so a megabyte of "[" took hundreds of
+// megabytes of stack before this bound.
+const MaxDepth = 64
+
+// Parse checks that data is one valid JSON document, nested at most
+// MaxDepth deep, and returns it. gjson itself does not validate, so every
+// reader starts here.
 func Parse(data []byte) (gjson.Result, error) {
+	if err := checkDepth(data); err != nil {
+		return gjson.Result{}, err
+	}
 	if !gjson.ValidBytes(data) {
 		return gjson.Result{}, errors.New("not valid JSON")
 	}
 	return gjson.ParseBytes(data), nil
+}
+
+// checkDepth fails when arrays and objects in data, outside strings, nest
+// deeper than MaxDepth. It does not validate: unbalanced brackets are left
+// to gjson.
+func checkDepth(data []byte) error {
+	depth, inString, escaped := 0, false, false
+	for _, c := range data {
+		switch {
+		case escaped:
+			escaped = false
+		case inString:
+			escaped = c == '\\'
+			inString = c != '"'
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			if depth++; depth > MaxDepth {
+				return fmt.Errorf("not valid JSON: nested deeper than %d", MaxDepth)
+			}
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return nil
 }
 
 // Fields maps member names to the readers of their values.

@@ -144,3 +144,25 @@ func TestIntPtrListAndMap(t *testing.T) {
 		})
 	}
 }
+
+func TestParseDepth(t *testing.T) {
+	nest := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
+	for _, tc := range []struct {
+		name string
+		doc  string
+		ok   bool
+	}{
+		{"at the limit", nest(MaxDepth), true},
+		{"past the limit", nest(MaxDepth + 1), false},
+		{"a megabyte of open brackets", strings.Repeat("[", 1<<20), false},
+		{"brackets in strings do not count", `{"a":"` + strings.Repeat("[", 100) + `"}`, true},
+		{"an escaped quote does not end the string", `["\"` + strings.Repeat("{", 100) + `"]`, true},
+		{"an escaped backslash does", `["\\",` + nest(MaxDepth) + `]`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := Parse([]byte(tc.doc)); (err == nil) != tc.ok {
+				t.Errorf("Parse = %v, want ok %v", err, tc.ok)
+			}
+		})
+	}
+}

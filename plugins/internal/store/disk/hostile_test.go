@@ -121,3 +121,21 @@ func TestUnsafeStateDirRefused(t *testing.T) {
 		t.Errorf("a new state directory has mode %v (%v), want 0700", fi.Mode().Perm(), err)
 	}
 }
+
+// A state file over MaxStateSize is refused, unparsed: a file of 200,000
+// allocations made every call take seconds and hundreds of megabytes.
+func TestOversizedStateRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "p.json")
+	big := make([]byte, disk.MaxStateSize+1)
+	for i := range big {
+		big[i] = ' '
+	}
+	copy(big, `{"format":1,"bootID":"boot-a","allocations":{}}`)
+	if err := os.WriteFile(path, big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := disk.New(path, bootA).Update(t.Context(), increment)
+	if !errors.Is(err, store.ErrCorrupt) {
+		t.Fatalf("Update = %v, want ErrCorrupt for the size", err)
+	}
+}
