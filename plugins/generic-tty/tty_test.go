@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/cdiexec/cdi/plugins/exectest"
@@ -146,5 +147,63 @@ func TestEveryErrorCode(t *testing.T) {
 				t.Errorf("details %q do not name %s", details, stateFile)
 			}
 		})
+	}
+}
+
+// hostileRoot is a root whose dev holds terminals 13 to 15: tty13 a link
+// to a file outside dev (/etc/shadow of the root), tty14 a fixture
+// stand-in for a device node, tty15 a FIFO.
+func hostileRoot(t *testing.T) string {
+	root := t.TempDir()
+	for _, dir := range []string{"dev", "etc"} {
+		if err := os.Mkdir(filepath.Join(root, dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "etc", "shadow"), []byte("root:secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../etc/shadow", filepath.Join(root, "dev", "tty13")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "dev", "tty14"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(root, "dev", "tty15"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// Only device nodes are offered: a link to a file and a FIFO named like
+// terminals are skipped, each with a note on stderr.
+func TestOnlyDeviceNodesOffered(t *testing.T) {
+	conf := exectest.Conf(t, "0.1.0", "tty", "generic-tty", map[string]any{
+		"num_system_reserved": 12, "root": hostileRoot(t), "stateDir": t.TempDir()})
+	r := exectest.Run(t, plugin, exectest.Env("CDI_VERSION", "0.1.0", "CDI_COMMAND", "INFO"), conf)
+	var info spec.InfoResult
+	r.Decode(t, &info)
+	if len(info.Devices) != 1 || info.Devices[0].ID != "tty14" {
+		t.Fatalf("inventory %+v, want tty14 alone", info.Devices)
+	}
+	for _, want := range []string{`"tty13" skipped`, "regular file of 12 bytes", `"tty15" skipped`, "named pipe"} {
+		if !strings.Contains(string(r.Stderr), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.Stderr)
+		}
+	}
+}
+
+// A root whose dev is a link out of it (to the host's /dev) is refused,
+// not followed: the host's terminals are never offered as the root's.
+func TestRootDevLinkOutRefused(t *testing.T) {
+	root := t.TempDir()
+	if err := os.Symlink("/dev", filepath.Join(root, "dev")); err != nil {
+		t.Fatal(err)
+	}
+	conf := exectest.Conf(t, "0.1.0", "tty", "generic-tty", map[string]any{
+		"num_system_reserved": 12, "root": root, "stateDir": t.TempDir()})
+	r := exectest.Run(t, plugin, exectest.Env("CDI_VERSION", "0.1.0", "CDI_COMMAND", "INFO"), conf)
+	if r.Status == 0 {
+		t.Fatalf("INFO through a link out of root succeeded: %s", r.Stdout)
 	}
 }

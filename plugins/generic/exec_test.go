@@ -119,3 +119,25 @@ func TestInvalidGroups(t *testing.T) {
 		t.Fatalf("status %d, %s; want code %d", r.Status, r.Stdout, spec.CodeInvalidConfig)
 	}
 }
+
+// A node name with a newline, which the glob matches like any other, is
+// not offered: printed, it would forge a line wherever it went.
+func TestNodeNameWithNewlineSkipped(t *testing.T) {
+	root := t.TempDir()
+	if err := os.Mkdir(filepath.Join(root, "dev"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"ttyUSB0", "ttyUSB1\nforged"} {
+		if err := os.WriteFile(filepath.Join(root, "dev", name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conf := exectest.Conf(t, "0.1.0", "dev", "generic", map[string]any{"root": root, "stateDir": t.TempDir(),
+		"groups": []map[string]any{{"name": "serial", "paths": []string{"/dev/ttyUSB*"}}}})
+	r := exectest.Run(t, plugin, exectest.Env("CDI_VERSION", "0.1.0", "CDI_COMMAND", "INFO"), conf)
+	var info spec.InfoResult
+	r.Decode(t, &info)
+	if len(info.Devices) != 1 || info.Devices[0].DeviceNodes[0].HostPath != "/dev/ttyUSB0" {
+		t.Fatalf("inventory %+v, want /dev/ttyUSB0 alone; stderr %s", info.Devices, r.Stderr)
+	}
+}

@@ -185,6 +185,7 @@ func (e *engine) discover(a *skel.Args, opts commonArgs) (*Inventory, error) {
 		}
 		return nil, spec.NewError(spec.CodeInternal, "discovering devices under %s: %w", opts.root, err)
 	}
+	inv.Devices = keepDeviceNodes(h, inv.Devices)
 	if err := checkInventory(a.Config, inv, opts.capacity); err != nil {
 		return nil, spec.WrapError(spec.CodeInternal, err)
 	}

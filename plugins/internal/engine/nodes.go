@@ -1,0 +1,88 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"path/filepath"
+
+	"github.com/cdiexec/cdi/plugins/internal/sysfs"
+	"github.com/cdiexec/cdi/spec"
+)
+
+// keepDeviceNodes drops, with a note on stderr, every device with a node
+// that a container must not be given: a path that is not clean and
+// absolute or holds a control character (a newline in a file name would
+// forge lines wherever the path is printed), or an existing file that is
+// not a device node (a link from /dev/x to /etc/shadow). A node that does
+// not exist is left to the family, which reports the device unhealthy.
+func keepDeviceNodes(h *Host, devs []Device) []Device {
+	kept := devs[:0]
+	for _, d := range devs {
+		if err := checkNodes(h, d.Nodes); err != nil {
+			fmt.Fprintf(h.Stderr, "device %q skipped: %v\n", d.ID, err)
+			continue
+		}
+		kept = append(kept, d)
+	}
+	return kept
+}
+
+func checkNodes(h *Host, nodes []spec.DeviceNode) error {
+	for _, n := range nodes {
+		p := n.HostPath
+		if !path.IsAbs(p) || path.Clean(p) != p || hasControl(p) {
+			return fmt.Errorf("node path %q is not a clean absolute path of printable characters", p)
+		}
+		name, err := sysfs.HostToName(p)
+		if err != nil {
+			return err
+		}
+		fi, err := fs.Stat(h.FS, name)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("node %s: %w", p, err)
+		}
+		if !isDeviceNode(fi, h.Root) {
+			return fmt.Errorf("node %s is not a device node but %s", p, kind(fi))
+		}
+	}
+	return nil
+}
+
+// isDeviceNode says whether fi, reached through any links, is a
+// character or block device. Under a root other than "/" (a fixture tree,
+// or a copy of a host's /dev) an empty regular file stands for one, since
+// a fixture cannot hold real device nodes.
+func isDeviceNode(fi fs.FileInfo, root string) bool {
+	if fi.Mode()&fs.ModeDevice != 0 {
+		return true
+	}
+	return filepath.Clean(root) != "/" && fi.Mode().IsRegular() && fi.Size() == 0
+}
+
+func kind(fi fs.FileInfo) string {
+	switch {
+	case fi.Mode().IsRegular():
+		return fmt.Sprintf("a regular file of %d bytes", fi.Size())
+	case fi.IsDir():
+		return "a directory"
+	case fi.Mode()&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case fi.Mode()&fs.ModeSocket != 0:
+		return "a socket"
+	}
+	return fmt.Sprintf("a file of mode %v", fi.Mode())
+}
+
+func hasControl(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] == 0x7f {
+			return true
+		}
+	}
+	return false
+}
