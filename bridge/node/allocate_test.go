@@ -16,11 +16,11 @@ import (
 	"github.com/cdiexec/cdi/spec/invoke"
 )
 
-// pluginDir holds the real generic-tty plugin, built once.
+// pluginDir holds the real generic-tty and endpoint plugins, built once.
 var pluginDir string
 
 func TestMain(m *testing.M) {
-	exectest.MainDir(m, &pluginDir, "github.com/cdiexec/cdi/plugins/generic-tty")
+	exectest.MainDir(m, &pluginDir, "github.com/cdiexec/cdi/plugins/generic-tty", "github.com/cdiexec/cdi/plugins/endpoint")
 }
 
 // setup returns an Allocator on a fresh store holding Instances for

@@ -27,14 +27,19 @@ const wait = 10 * time.Second
 // capacity 2, a local store and a kubelet-side fake over real sockets;
 // opts may change the Config.
 func startNode(t *testing.T, opts ...func(*Config)) *kubelettest.Kubelet {
-	root := exectest.FixtureRoot(t)
+	return startNodeWith(t, "tty.d/generic.conf", map[string]any{"cdiVersion": "0.1.0", "name": "t", "type": "tty", "plugin": "generic-tty",
+		"args": map[string]any{"root": exectest.FixtureRoot(t), "stateDir": t.TempDir(), "num_system_reserved": 40, "capacity": 2}}, opts...)
+}
+
+// startNodeWith is startNode over one drop-in, doc, at path under the
+// drop-in directory.
+func startNodeWith(t *testing.T, path string, doc map[string]any, opts ...func(*Config)) *kubelettest.Kubelet {
 	confDir := t.TempDir()
-	conf, _ := json.Marshal(map[string]any{"cdiVersion": "0.1.0", "name": "t", "type": "tty", "plugin": "generic-tty",
-		"args": map[string]any{"root": root, "stateDir": t.TempDir(), "num_system_reserved": 40, "capacity": 2}})
-	if err := os.MkdirAll(filepath.Join(confDir, "tty.d"), 0o755); err != nil {
+	conf, _ := json.Marshal(doc)
+	if err := os.MkdirAll(filepath.Join(confDir, filepath.Dir(path)), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(confDir, "tty.d", "generic.conf"), conf, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(confDir, path), conf, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	dpDir, err := os.MkdirTemp("", "node")
@@ -202,5 +207,56 @@ func TestNodeReportsAllocations(t *testing.T) {
 	want := []string{cl + " configuration ok", cl + " configuration denied", il + " instance failed"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("OnAllocate heard %q, want %q", got, want)
+	}
+}
+
+// Every camera a container is given reaches it, whether the kubelet asks
+// for two or three of the pool (Configuration level) or for two slots of
+// one camera (Instance level): the bridge runs one ADD per slot, and the
+// values are joined as one ADD of several cameras joins them. Before,
+// the container saw one camera's values, picked at random.
+func TestNodeJoinsEveryDevicesEnv(t *testing.T) {
+	cameras := []map[string]any{}
+	for _, id := range []string{"a", "b", "c"} {
+		cameras = append(cameras, map[string]any{"id": id, "url": "rtsp://192.0.2.1/" + id})
+	}
+	k := startNodeWith(t, "camera.d/endpoint.conf", map[string]any{"cdiVersion": "0.1.0", "name": "t", "type": "camera", "plugin": "endpoint",
+		"args": map[string]any{"stateDir": t.TempDir(), "capacity": 4, "envPrefix": "CAMERA", "endpoints": cameras}})
+	const cl = "cdi.test/camera-endpoint"
+	waitList(t, k, cl, "0,1,2")
+	envOf := func(resource string, ids ...string) map[string]string {
+		t.Helper()
+		resp, err := k.Allocate(context.Background(), resource, ids)
+		if err != nil {
+			t.Fatalf("Allocate %s %v: %v", resource, ids, err)
+		}
+		return resp.ContainerResponses[0].Envs
+	}
+	for _, tc := range []struct {
+		ids  []string
+		want int
+	}{{[]string{"0", "1"}, 2}, {[]string{"3", "4", "5"}, 3}} {
+		env := envOf(cl, tc.ids...)
+		if urls := strings.Split(env["CAMERA_URL"], ","); len(urls) != tc.want || len(strings.Split(env["CAMERA_ID"], ",")) != tc.want {
+			t.Errorf("%d cameras: CAMERA_URL %q, CAMERA_ID %q; want %d of each", tc.want, env["CAMERA_URL"], env["CAMERA_ID"], tc.want)
+		}
+	}
+	// Instance level: two slots of camera c in one container.
+	ilc := "cdi.test/" + instance.Name("camera-endpoint", "c", "n1", true)
+	devs, err := k.WaitFor(ilc, wait, func(_ int, d []*pluginapi.Device) bool { return len(d) == 4 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var free []string
+	for _, d := range devs {
+		if d.Health == pluginapi.Healthy {
+			free = append(free, d.ID)
+		}
+	}
+	if len(free) < 2 {
+		t.Fatalf("camera c has free slots %v, want two", free)
+	}
+	if env := envOf(ilc, free[:2]...); env["CAMERA_URL"] != "rtsp://192.0.2.1/c" || env["CAMERA_ID"] != "c" {
+		t.Errorf("Instance level, two slots of c: CAMERA_URL %q, CAMERA_ID %q; want camera c's, once", env["CAMERA_URL"], env["CAMERA_ID"])
 	}
 }
