@@ -83,7 +83,7 @@ func (k Kind) Spec() (*specs.Spec, error) {
 		s.Devices = append(s.Devices, specs.Device{Name: d.Name, ContainerEdits: specs.ContainerEdits{DeviceNodes: deviceNodes(d.Nodes)}})
 	}
 	sort.Slice(s.Devices, func(i, j int) bool { return s.Devices[i].Name < s.Devices[j].Name })
-	v, err := cdi.MinimumRequiredVersion(s)
+	v, err := specs.MinimumRequiredVersion(s)
 	if err != nil {
 		return nil, fmt.Errorf("CDI kind %s: %w", s.Kind, err)
 	}

@@ -112,7 +112,7 @@ func (k *kubelet) waitStreams(n int, timeout time.Duration) error {
 func (k *kubelet) allocate(ctx context.Context, resource string, ids []string) (*pluginapi.AllocateResponse, error) {
 	resp, err := k.Allocate(ctx, resource, ids)
 	if err != nil {
-		return nil, fmt.Errorf("Allocate %s %v: %w", resource, ids, err)
+		return nil, fmt.Errorf("allocating %s %v: %w", resource, ids, err)
 	}
 	return resp, nil
 }

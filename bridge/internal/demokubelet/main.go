@@ -107,7 +107,7 @@ func allocate(ctx context.Context, k *kubelettest.Kubelet, out io.Writer, resour
 	fmt.Fprintf(out, "\n%s: %s lists %d devices; Allocate %v\n", level, resource, len(devs), ids)
 	resp, err := k.Allocate(ctx, resource, ids)
 	if err != nil {
-		return fmt.Errorf("Allocate %s %v: %w", resource, ids, err)
+		return fmt.Errorf("allocating %s %v: %w", resource, ids, err)
 	}
 	printContainer(out, resp.ContainerResponses[0])
 	return nil
