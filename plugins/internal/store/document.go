@@ -36,6 +36,9 @@ func Check(st *State) error {
 		if rec == nil {
 			return fmt.Errorf("allocation %q is null", id)
 		}
+		if err := spec.CheckRequestID(id); err != nil {
+			return fmt.Errorf("allocation key: %w", err)
+		}
 		for _, u := range rec.Result.Units {
 			k := deviceSlot{u.Device, u.Slot}
 			switch other, held := holder[k]; {
