@@ -8,12 +8,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cdiexec/cdi/bridge/instance"
 	"github.com/cdiexec/cdi/bridge/instance/storetest"
+	"github.com/cdiexec/cdi/plugins/exectest"
 )
 
 func TestContract(t *testing.T) {
@@ -99,21 +99,23 @@ func TestCorruptFileIsAnError(t *testing.T) {
 // A write that the disk cannot hold fails, and leaves the file as it was
 // byte for byte: no claim of the node is lost with it.
 func TestFullDiskKeepsTheOldFile(t *testing.T) {
-	dir := fullTmpfs(t)
-	path := filepath.Join(dir, "instances.json")
-	s := New(path)
+	var path string
+	var before []byte
 	ctx := context.Background()
-	if err := s.Observe(ctx, "a", "cam", []instance.Instance{storetest.Cam("a", "lobby", 1)}); err != nil {
-		t.Fatal(err)
-	}
-	before, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fill(t, dir)
+	exectest.FullDisk(t, func(dir string) {
+		path = filepath.Join(dir, "instances.json")
+		if err := New(path).Observe(ctx, "a", "cam", []instance.Instance{storetest.Cam("a", "lobby", 1)}); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if before, err = os.ReadFile(path); err != nil {
+			t.Fatal(err)
+		}
+	})
+	s := New(path)
 	many := []instance.Instance{}
 	for i := range 200 {
-		many = append(many, storetest.Cam("a", "camera-with-a-long-name-"+strings.Repeat("x", 40)+string(rune('a'+i%26))+strconv.Itoa(i), 4))
+		many = append(many, storetest.Cam("a", "camera-with-a-long-name-"+strings.Repeat("x", 40)+strconv.Itoa(i), 4))
 	}
 	if err := s.Observe(ctx, "a", "cam", many); err == nil {
 		t.Fatal("a write larger than the free space succeeded")
@@ -123,34 +125,6 @@ func TestFullDiskKeepsTheOldFile(t *testing.T) {
 	}
 	if _, err := s.List(ctx); err != nil {
 		t.Fatalf("List after the failed write: %v", err)
-	}
-}
-
-// fullTmpfs mounts a 64 KiB tmpfs for the test, or skips where mounting is
-// not allowed.
-func fullTmpfs(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=64k"); err != nil {
-		t.Skipf("cannot mount a tmpfs here (%v): the full-disk case needs root", err)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
-	return dir
-}
-
-// fill takes all but a few hundred bytes of dir's filesystem.
-func fill(t *testing.T, dir string) {
-	t.Helper()
-	f, err := os.Create(filepath.Join(dir, "filler"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	chunk := make([]byte, 512)
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			return // full
-		}
 	}
 }
 

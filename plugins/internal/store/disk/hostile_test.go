@@ -2,12 +2,14 @@ package disk_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/cdiexec/cdi/plugins/exectest"
 	"github.com/cdiexec/cdi/plugins/internal/store"
 	"github.com/cdiexec/cdi/plugins/internal/store/disk"
 )
@@ -137,5 +139,32 @@ func TestOversizedStateRefused(t *testing.T) {
 	err := disk.New(path, bootA).Update(t.Context(), increment)
 	if !errors.Is(err, store.ErrCorrupt) {
 		t.Fatalf("Update = %v, want ErrCorrupt for the size", err)
+	}
+}
+
+// A save the disk cannot hold fails, and the state file keeps its old
+// content byte for byte; no temporary file is left behind.
+func TestFullDiskKeepsTheOldState(t *testing.T) {
+	var path string
+	var before []byte
+	exectest.FullDisk(t, func(dir string) {
+		path = filepath.Join(dir, "tty", "p.json")
+		update(t, disk.New(path, bootA), increment)
+		before = readFile(t, path)
+	})
+	big := func(st *store.State) error {
+		for i := range 500 {
+			st.Allocations[fmt.Sprintf("r-%d", i)] = record(fmt.Sprintf("dev-%d", i))
+		}
+		return nil
+	}
+	if err := disk.New(path, bootA).Update(t.Context(), big); err == nil {
+		t.Fatal("a save larger than the free space succeeded")
+	}
+	if after := readFile(t, path); string(after) != string(before) {
+		t.Fatalf("the state changed on a failed save:\n%s\nwas\n%s", after, before)
+	}
+	if _, err := os.Lstat(path + ".tmp"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the temporary file is left: %v", err)
 	}
 }
