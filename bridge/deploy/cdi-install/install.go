@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/cdiexec/cdi/spec/atomicfile"
 )
 
 // recordName is the file, in the drop-in directory, listing the defaults
@@ -129,49 +131,17 @@ func (in *installer) dropIn(src, rel string, record map[string]bool) error {
 	return nil
 }
 
-// writeTemp writes data to a new dot-file in dir, synced to disk with
-// mode set, and returns its path.
-func writeTemp(dir string, data []byte, mode fs.FileMode) (string, error) {
-	f, err := os.CreateTemp(dir, tempPrefix+"*")
-	if err != nil {
-		return "", err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(mode) // explicit: the umask must not decide
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(f.Name())
-		return "", err
-	}
-	return f.Name(), nil
-}
-
 // replace puts data at dst by a rename: whoever opens or execs dst gets
 // the old file or the new one whole.
 func replace(dst string, data []byte, mode fs.FileMode) error {
-	tmp, err := writeTemp(filepath.Dir(dst), data, mode)
-	if err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, dst); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
+	return atomicfile.Write(dst, data, atomicfile.Options{Perm: mode, Pattern: tempPrefix + "*", NoSyncDir: true})
 }
 
 // createOnly puts data at dst whole, by a hard link, which unlike a
 // rename fails when dst exists: a file the operator writes meanwhile is
 // never overwritten. It reports whether it created dst.
 func createOnly(dst string, data []byte, mode fs.FileMode) (bool, error) {
-	tmp, err := writeTemp(filepath.Dir(dst), data, mode)
+	tmp, err := atomicfile.CreateTemp(filepath.Dir(dst), tempPrefix+"*", data, mode)
 	if err != nil {
 		return false, err
 	}

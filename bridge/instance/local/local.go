@@ -18,6 +18,7 @@ import (
 
 	"github.com/cdiexec/cdi/bridge/instance"
 	"github.com/cdiexec/cdi/bridge/internal/fanout"
+	"github.com/cdiexec/cdi/spec/atomicfile"
 )
 
 // ErrCorrupt is wrapped when the file does not parse; the error names it.
@@ -84,37 +85,12 @@ func (s *Store) write(doc *document) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(s.path), filepath.Base(s.path)+".tmp*")
-	if err != nil {
+	// The directory is synced: the claims must survive a power failure,
+	// and unlike a plugin's state they carry no boot id to expire by.
+	if err := atomicfile.Write(s.path, data, atomicfile.Options{Perm: 0o644}); err != nil {
 		return fmt.Errorf("instance store: %w", err)
 	}
-	defer os.Remove(tmp.Name())
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), s.path)
-	}
-	if err == nil {
-		err = syncDir(filepath.Dir(s.path))
-	}
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", s.path, err)
-	}
 	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // update runs fn on the document under the lock and writes it if fn
