@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cdiexec/cdi/bridge/cdispec"
@@ -48,6 +50,24 @@ type Discoverer struct {
 	Logger *slog.Logger
 
 	last map[string]Pool
+	// skips is what the last Discover skipped; mu guards it, since
+	// Skipped is called from other goroutines (health, metrics).
+	mu    sync.Mutex
+	skips []Skip
+}
+
+// Skip is a drop-in, or a pool of one, that discovery did not serve, and
+// why. Operators see them in the log, on /readyz and in a metric.
+type Skip struct {
+	DropIn string // its file, or "" where the reason names it
+	Reason string
+}
+
+// Skipped returns what the last discovery skipped.
+func (d *Discoverer) Skipped() []Skip {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.skips)
 }
 
 // Discover loads the drop-ins and runs INFO on each. Drop-ins that do not
@@ -60,15 +80,21 @@ func (d *Discoverer) Discover(ctx context.Context) ([]Pool, error) {
 		return nil, fmt.Errorf("loading drop-ins from %s: %w", d.ConfDir, err)
 	}
 	confs, err := invoke.LoadAll(d.ConfDir)
+	var skips []Skip
 	if err != nil {
 		d.log().Warn("some drop-ins do not load", "error", err)
+		for _, e := range leaves(err) {
+			skips = append(skips, Skip{Reason: e.Error()})
+		}
 	}
 	next := map[string]Pool{}
 	clashed := map[string]bool{}
 	for _, c := range confs {
-		for _, p := range d.discoverConf(ctx, c) {
+		pools, skip := d.discoverConf(ctx, c)
+		skips = append(skips, skip...)
+		for _, p := range pools {
 			if other, ok := next[p.Name]; ok || clashed[p.Name] {
-				d.refuseClash(p, other)
+				skips = append(skips, d.refuseClash(p, other)...)
 				delete(next, p.Name)
 				clashed[p.Name] = true
 				continue
@@ -77,33 +103,53 @@ func (d *Discoverer) Discover(ctx context.Context) ([]Pool, error) {
 		}
 	}
 	d.last = next
+	d.mu.Lock()
+	d.skips = skips
+	d.mu.Unlock()
 	return sortedPools(next), nil
+}
+
+// leaves flattens the errors joined in err (errors.Join, nested).
+func leaves(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, leaves(e)...)
+		}
+		return out
+	}
+	return []error{err}
 }
 
 // refuseClash logs that p and other, of two drop-ins, map to one pool
 // name (gen_x.conf and gen-x.conf, or generic.conf and generic.json):
 // neither is served, since either one's claims could otherwise be served
 // by the other's plugin and state. other is the zero Pool when an earlier
-// clash already removed it.
-func (d *Discoverer) refuseClash(p, other Pool) {
+// clash already removed it. It returns the skips to report.
+func (d *Discoverer) refuseClash(p, other Pool) []Skip {
 	files := []string{p.Conf.Path}
 	if other.Conf != nil {
 		files = append(files, other.Conf.Path)
 	}
 	d.log().Error("drop-ins skipped: they map to one pool name; rename one of them", "pool", p.Name, "dropIns", files)
+	var skips []Skip
+	for _, f := range files {
+		skips = append(skips, Skip{DropIn: f, Reason: "pool name " + p.Name + " is another drop-in's too"})
+	}
+	return skips
 }
 
-func (d *Discoverer) discoverConf(ctx context.Context, c *invoke.Conf) []Pool {
+func (d *Discoverer) discoverConf(ctx context.Context, c *invoke.Conf) ([]Pool, []Skip) {
 	p, err := invoke.NewPlugin(c, d.PluginDirs)
 	if err != nil {
 		d.log().Error("drop-in skipped", "dropIn", c.Path, "error", err)
-		return nil
+		return nil, []Skip{{DropIn: c.Path, Reason: err.Error()}}
 	}
 	p.Exec, p.Timeout, p.CDIVersion = d.exec(), d.Timeout, spec.Version010
 	info, err := p.Info(ctx)
 	if err != nil {
 		d.log().Error("INFO failed; keeping the devices last seen, unhealthy", "dropIn", c.Path, "error", err)
-		return d.stale(c, p, err)
+		return d.stale(c, p, err), nil
 	}
 	byResource := map[string][]spec.DeviceInfo{}
 	for _, dev := range info.Devices {
@@ -114,15 +160,17 @@ func (d *Discoverer) discoverConf(ctx context.Context, c *invoke.Conf) []Pool {
 		byResource[dev.Resource] = append(byResource[dev.Resource], dev)
 	}
 	var pools []Pool
+	var skips []Skip
 	for res, devs := range byResource {
 		name := PoolName(res, c.ID())
 		if err := cdispec.CheckClassName(name); err != nil {
 			d.log().Error("devices skipped: their pool's name cannot be a CDI class", "dropIn", c.Path, "pool", name, "error", err)
+			skips = append(skips, Skip{DropIn: c.Path, Reason: fmt.Sprintf("pool %s: %v", name, err)})
 			continue
 		}
 		pools = append(pools, Pool{Name: name, Resource: res, Conf: c, Plugin: p, Devices: devs})
 	}
-	return pools
+	return pools, skips
 }
 
 // stale returns the pools of drop-in c from the previous run, with every

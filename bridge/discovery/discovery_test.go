@@ -198,6 +198,9 @@ func TestDiscoverRefusesWhatCDICannotName(t *testing.T) {
 	if len(pools) != 1 || pools[0].Name != "tty-good" || len(pools[0].Devices) != 1 || pools[0].Devices[0].ID != "tty1" {
 		t.Fatalf("pools %+v, want tty-good with tty1 alone", pools)
 	}
+	if skips := d.Skipped(); len(skips) != 1 || !strings.HasSuffix(skips[0].DropIn, "bad_.conf") {
+		t.Errorf("skipped %+v, want bad_.conf's pool", skips)
+	}
 }
 
 // Two drop-ins whose pools share a name (gen_x and gen-x both become
@@ -217,6 +220,9 @@ func TestDiscoverRefusesClashingDropIns(t *testing.T) {
 	}
 	if len(pools) != 1 || pools[0].Name != "tty-other" {
 		t.Fatalf("pools %v, want tty-other alone", names(pools))
+	}
+	if skips := d.Skipped(); len(skips) != 3 {
+		t.Errorf("skipped %+v, want the three clashing drop-ins", skips)
 	}
 }
 

@@ -68,6 +68,15 @@ func (m *Metrics) Registration(resource string, err error) {
 	m.registrations.WithLabelValues(resource, result).Inc()
 }
 
+// SkippedDropIns exports count, how many drop-ins (or pools of one) the
+// last discovery did not serve, as cdi_bridge_dropins_skipped.
+func (m *Metrics) SkippedDropIns(count func() int) {
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "dropins_skipped",
+		Help: "Drop-ins, or pools of one, that the last discovery did not serve (/readyz says which and why).",
+	}, func() float64 { return float64(count()) }))
+}
+
 // Handler serves the registry in the Prometheus exposition formats.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})

@@ -93,3 +93,14 @@ func TestHandler(t *testing.T) {
 		}
 	}
 }
+
+func TestSkippedDropIns(t *testing.T) {
+	m := New()
+	n := 2
+	m.SkippedDropIns(func() int { return n })
+	const want = "# HELP cdi_bridge_dropins_skipped Drop-ins, or pools of one, that the last discovery did not serve (/readyz says which and why).\n" +
+		"# TYPE cdi_bridge_dropins_skipped gauge\ncdi_bridge_dropins_skipped 2\n"
+	if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(want), "cdi_bridge_dropins_skipped"); err != nil {
+		t.Error(err)
+	}
+}

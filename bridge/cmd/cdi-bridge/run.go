@@ -103,17 +103,18 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	m := metrics.New()
+	disc := &discovery.Discoverer{ConfDir: o.confDir, PluginDirs: invoke.SplitPath(o.pluginPath), Timeout: o.execTimeout,
+		OnExec: m.Exec, Logger: log}
+	m.SkippedDropIns(func() int { return len(disc.Skipped()) })
 	n := node.New(node.Config{
 		NodeName: o.nodeName, Domain: o.domain, DevicePluginDir: o.dpDir, ExecTimeout: o.execTimeout, Store: store, CDI: cdiDir,
-		Discoverer: &discovery.Discoverer{ConfDir: o.confDir, PluginDirs: invoke.SplitPath(o.pluginPath), Timeout: o.execTimeout,
-			OnExec: m.Exec, Logger: log},
-		DiscoveryPeriod: o.discoveryPeriod, Logger: log, OnAllocate: m.Allocation, OnRegister: m.Registration,
+		Discoverer: disc, DiscoveryPeriod: o.discoveryPeriod, Logger: log, OnAllocate: m.Allocation, OnRegister: m.Registration,
 	})
 	if err := startReclaim(ctx, o, n, log); err != nil {
 		return err
 	}
 	if o.metricsAddr != "" {
-		if err := serveHTTP(ctx, o.metricsAddr, n, m, log); err != nil {
+		if err := serveHTTP(ctx, o.metricsAddr, n, disc, m, log); err != nil {
 			return err
 		}
 	}
@@ -156,8 +157,10 @@ func startReclaim(ctx context.Context, o *options, n *node.Node, log *slog.Logge
 }
 
 // serveHTTP serves, on one listener, /metrics, /healthz (while the
-// process runs) and /readyz (once the first discovery is published).
-func serveHTTP(ctx context.Context, addr string, n *node.Node, m *metrics.Metrics, log *slog.Logger) error {
+// process runs) and /readyz (once the first discovery is published; its
+// body lists the drop-ins discovery skipped, which do not make the bridge
+// unready: the others are served).
+func serveHTTP(ctx context.Context, addr string, n *node.Node, disc *discovery.Discoverer, m *metrics.Metrics, log *slog.Logger) error {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("--metrics-address: %w", err)
@@ -171,6 +174,9 @@ func serveHTTP(ctx context.Context, addr string, n *node.Node, m *metrics.Metric
 			return
 		}
 		fmt.Fprintln(w, "ok")
+		for _, s := range disc.Skipped() {
+			fmt.Fprintf(w, "skipped drop-in %s: %s\n", s.DropIn, s.Reason)
+		}
 	})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(lis) }()
