@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,6 +55,12 @@ type Options struct {
 	// Timeout bounds the start once the binaries are there;
 	// DefaultTimeout when zero.
 	Timeout time.Duration
+	// ExtraArgs are more of the apiserver's flags, each --name=value: a
+	// node test's --authorization-mode=Node,RBAC and
+	// --enable-admission-plugins=NodeRestriction, say. One naming a flag
+	// that Start sets itself replaces it (list flags would otherwise add
+	// up, and the apiserver refuses a mode given twice).
+	ExtraArgs []string
 }
 
 // Env is a running etcd and kube-apiserver.
@@ -162,7 +169,7 @@ func Run(ctx context.Context, opts Options) (_ *Env, err error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	start := time.Now()
-	if err := env.start(ctx, etcd, apiserver, opts.Users); err != nil {
+	if err := env.start(ctx, etcd, apiserver, opts); err != nil {
 		return nil, err
 	}
 	env.Ready = time.Since(start)
@@ -184,7 +191,7 @@ func (e *Env) apiserverProgram(ctx context.Context, given string) (string, error
 }
 
 // start writes the credentials and starts etcd, then the apiserver.
-func (e *Env) start(ctx context.Context, etcd, apiserver string, users []User) error {
+func (e *Env) start(ctx context.Context, etcd, apiserver string, opts Options) error {
 	ports, err := freePorts(3)
 	if err != nil {
 		return err
@@ -197,7 +204,7 @@ func (e *Env) start(ctx context.Context, etcd, apiserver string, users []User) e
 		return err
 	}
 	e.caPEM = creds.caPEM
-	tokenFile, err := e.writeTokens(users)
+	tokenFile, err := e.writeTokens(opts.Users)
 	if err != nil {
 		return err
 	}
@@ -223,7 +230,24 @@ func (e *Env) start(ctx context.Context, etcd, apiserver string, users []User) e
 		"--token-auth-file=" + tokenFile, "--authorization-mode=RBAC",
 		"--service-cluster-ip-range=10.0.0.0/24",
 	}
+	e.apiserverArgv = withArgs(e.apiserverArgv, opts.ExtraArgs)
 	return e.StartAPIServer(ctx)
+}
+
+// withArgs returns argv with each of extra (--name=value) in place of the
+// flag of its name, or appended where argv has none.
+func withArgs(argv, extra []string) []string {
+	out := slices.Clone(argv)
+	for _, arg := range extra {
+		name, _, _ := strings.Cut(arg, "=")
+		i := slices.IndexFunc(out, func(a string) bool { return strings.HasPrefix(a, name+"=") })
+		if i >= 0 {
+			out[i] = arg
+		} else {
+			out = append(out, arg)
+		}
+	}
+	return out
 }
 
 // StopAPIServer stops the apiserver alone, leaving etcd and its data, so

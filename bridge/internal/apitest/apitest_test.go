@@ -35,7 +35,11 @@ const namespace = "default"
 // TestServer starts one server for all its subtests (a start takes tens
 // of seconds) and stops it in the last one.
 func TestServer(t *testing.T) {
-	env := Start(t, Options{Users: []User{{Name: "bridge", Groups: []string{"cdi:bridges"}}}})
+	env := Start(t, Options{
+		Users: []User{{Name: "bridge", Groups: []string{"cdi:bridges"}}, {Name: nodeUser, Groups: []string{"system:nodes"}}},
+		// What a node test gives its apiserver; extra args reach it checks.
+		ExtraArgs: []string{"--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction"},
+	})
 	t.Logf("etcd and kube-apiserver ready %v after their start", env.Ready)
 	crd, err := RepoFile(InstanceCRD)
 	if err != nil {
@@ -55,6 +59,7 @@ func TestServer(t *testing.T) {
 	t.Run("schema refuses bad updates", func(t *testing.T) { testUpdates(t, instances) })
 	t.Run("apply keeps other managers' usage keys", func(t *testing.T) { testApplyOwnership(t, instances) })
 	t.Run("tokens authenticate their users", func(t *testing.T) { testIdentities(t, env) })
+	t.Run("extra args reach the apiserver", func(t *testing.T) { testExtraArgs(t, env) })
 	t.Run("stop ends both servers", func(t *testing.T) { testStop(t, env) })
 }
 
@@ -414,5 +419,35 @@ func TestSourceKey(t *testing.T) {
 				t.Errorf("after changing %s: %q, %v, want a key other than %q", f, changed, err, base)
 			}
 		})
+	}
+}
+
+// nodeUser is a kubelet's identity, which only the Node authorizer gives
+// rights to: RBAC binds nothing to the system:nodes group.
+const nodeUser = "system:node:n1"
+
+// testExtraArgs checks Options.ExtraArgs by their effect: the node may
+// create its own Node object (the Node authorizer, not RBAC alone) and no
+// other (the NodeRestriction admission plugin).
+func testExtraArgs(t *testing.T, env *Env) {
+	cfg, err := env.ConfigFor(nodeUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := client.Resource(schema.GroupVersionResource{Version: "v1", Resource: "nodes"})
+	for _, tt := range []struct {
+		name    string
+		allowed bool
+	}{{"n1", true}, {"n2", false}} {
+		node := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Node"}}
+		node.SetName(tt.name)
+		_, err := nodes.Create(t.Context(), node, metav1.CreateOptions{})
+		if tt.allowed && err != nil || !tt.allowed && !apierrors.IsForbidden(err) {
+			t.Errorf("%s creating Node %s: %v, want allowed %v", nodeUser, tt.name, err, tt.allowed)
+		}
 	}
 }

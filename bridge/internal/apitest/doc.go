@@ -6,7 +6,9 @@
 // The server authenticates with static bearer tokens and authorizes with
 // RBAC, so tests can check the bridge's own ClusterRole: the admin token
 // is in system:masters, and Options.Users adds identities with no rights
-// until a test binds them some.
+// until a test binds them some. Options.ExtraArgs adds apiserver flags or
+// replaces Start's own: a node test's Node authorizer and NodeRestriction
+// admission plugin, say.
 //
 // The kube-apiserver binary is built once and kept in the user's cache
 // directory under a name derived from the bridge/e2e module's go.mod,
