@@ -10,15 +10,17 @@ DESTDIR   ?=
 PLUGINS := $(notdir $(patsubst %/main.go,%,$(wildcard plugins/*/main.go)))
 TOOLS   := cditool cdi-bridge
 
-.PHONY: all build install test lint bench demo image clean help kube-apiserver
+.PHONY: all build install test lint bench demo image clean help kube-apiserver node-bins e2e
 
 all: build
 
 help:
 	@echo "make build     plugins and tools into bin/ ($(PLUGINS) $(TOOLS))"
 	@echo "make install   plugins to DESTDIR$(PLUGINDIR), drop-ins to DESTDIR$(CONFDIR), tools to DESTDIR$(PREFIX)/bin"
-	@echo "make test      vet, then every test with the race detector (main module, then $(E2E))"
-	@echo "make lint      gofmt, go vet, and go.mod tidy in both modules"
+	@echo "make test      vet, then every test with the race detector (main module, then $(E2E)), then make e2e"
+	@echo "make e2e       a real node (etcd, kube-apiserver, kubelet, containerd, runc) running pods with the bridge's devices (root)"
+	@echo "make node-bins the kubelet and containerd $(CONTAINERD_VERSION) the node test runs, into bin/"
+	@echo "make lint      gofmt, go vet, staticcheck, and go.mod tidy in both modules"
 	@echo "make bench     benchmarks, printed as ratios against floors measured in the same run"
 	@echo "make demo      build, install into a temporary prefix and walk through the protocol"
 	@echo "make image     the bridge's container image as bin/cdi-bridge-image.tar (IMAGE=name:tag, ARCH=amd64|arm64)"
@@ -54,16 +56,49 @@ kube-apiserver:
 	@echo "building $(KUBE_APISERVER) from $(E2E) (the first build downloads and compiles much of Kubernetes)"
 	cd $(E2E) && $(GO) build -o $(KUBE_APISERVER) ./cmd/kube-apiserver
 
+# The node's other programs. The kubelet is built like the kube-apiserver
+# (no -trimpath), so that the Kubernetes packages they share are compiled
+# once. containerd is installed at a fixed version with its own go.sum:
+# nothing of it enters our go.mod files. CGO_ENABLED=0 and these tags are
+# what lets it build without C libraries (btrfs, devmapper, zfs headers).
+KUBELET            := $(CURDIR)/bin/kubelet
+CONTAINERD_BIN_DIR := $(CURDIR)/bin
+CONTAINERD_VERSION ?= v2.2.9
+CONTAINERD_CMDS    := containerd ctr containerd-shim-runc-v2
+
+node-bins:
+	@mkdir -p bin
+	@echo "building $(KUBELET) from $(E2E) (minutes on a cold build cache)"
+	cd $(E2E) && $(GO) build -o $(KUBELET) ./cmd/kubelet
+	@echo "installing containerd $(CONTAINERD_VERSION) ($(CONTAINERD_CMDS)) into $(CONTAINERD_BIN_DIR) (minutes on a cold build cache)"
+	GOBIN=$(CONTAINERD_BIN_DIR) CGO_ENABLED=0 $(GO) install -tags no_btrfs,no_devmapper,no_zfs \
+		$(foreach c,$(CONTAINERD_CMDS),github.com/containerd/containerd/v2/cmd/$(c)@$(CONTAINERD_VERSION))
+
+# The node test (bridge/e2e/node) runs as root in private mount, network
+# and PID namespaces; without root it skips. Its own builds (cdi-bridge
+# with the race detector, the plugins, the pods' image) happen first.
+e2e: kube-apiserver node-bins
+	cd $(E2E) && KUBE_APISERVER=$(KUBE_APISERVER) KUBELET=$(KUBELET) CONTAINERD_BIN_DIR=$(CONTAINERD_BIN_DIR) \
+		$(GO) test -race -count=1 -timeout=20m -v ./node
+
+# bridge/e2e/node is left to the e2e target, which builds what it runs.
 test: kube-apiserver
 	$(GO) vet ./...
 	KUBE_APISERVER=$(KUBE_APISERVER) $(GO) test -race -count=1 ./...
 	cd $(E2E) && $(GO) vet ./...
-	cd $(E2E) && $(GO) test -race -count=1 ./...
+	cd $(E2E) && $(GO) test -race -count=1 $$($(GO) list ./... | grep -v '/node$$')
+	@$(MAKE) --no-print-directory e2e
+
+# staticcheck at a pinned version, run from the module proxy: nothing of it
+# enters our go.mod files.
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	cd $(E2E) && $(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+	cd $(E2E) && $(GO) run $(STATICCHECK) ./...
 	@# bridge/e2e requires the main module through a replace: a new
 	@# requirement there must be tidied into it too.
 	$(GO) mod tidy -diff

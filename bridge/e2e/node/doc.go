@@ -1,0 +1,75 @@
+// Package node runs a real Kubernetes node on this machine and cdi-bridge
+// beside it, and checks that pods get their devices through the whole real
+// path: kubelet device manager -> cdi-bridge -> plugin ADD -> CRI ->
+// containerd (CDI on) -> runc -> the container's /dev and environment.
+//
+// The node is etcd and a kube-apiserver (bridge/internal/apitest, with the
+// Node authorizer and the NodeRestriction admission plugin), containerd 2
+// with runc, and a kubelet, all built from their published sources (`make
+// node-bins`, `make kube-apiserver`; `make e2e` builds them and runs this
+// test, naming them in KUBE_APISERVER, KUBELET and CONTAINERD_BIN_DIR).
+// There is no scheduler and no controller-manager: pods name their node,
+// and the default ServiceAccount is made by the test. Without root the
+// test skips; with the CI environment variable set, a missing program
+// fails it.
+//
+// # Namespaces
+//
+// The test needs root, and leaves the machine as it found it. TestMain
+// re-executes the test binary in new mount, network and PID namespaces
+// (reexec.go, mounts.go):
+//
+//   - mount: / becomes private; /run, /var/lib and /var/log are overlaid,
+//     so the node sees the host's files while everything it writes (the
+//     kubelet's /var/lib/kubelet, CDI spec files in /var/run/cdi,
+//     containerd's shim sockets in /run/containerd, /var/log/pods) lands in
+//     the test's directory; /var/lib/kubelet is a private directory on a
+//     real file system (the kubelet measures it); the /proc/sys files the
+//     kubelet checks (vm.overcommit_memory, kernel.panic, ...) are covered
+//     by files holding the values it wants, so it changes no kernel
+//     setting (and, with protectKernelDefaults, would fail rather than
+//     change one).
+//   - network: only lo, up, with the node's IP 10.254.254.1/32 (the kubelet
+//     refuses a loopback node IP). Pods use the host network, which is this
+//     namespace; CNI sees a loopback-only configuration.
+//   - PID: the test binary is the namespace's init, so when it exits the
+//     kernel kills whatever the node left running (containerd's shims, the
+//     containers), and nothing outlives the test.
+//
+// Cgroups are the one thing namespaces do not make private. The kubelet
+// is given a cgroup root of its own (one directory per hierarchy, made by
+// the outer test process), and the outer process removes that whole tree
+// once the namespaces are gone.
+//
+// # The bridge
+//
+// cdi-bridge runs as a process in the node's namespaces with the flags of
+// bridge/deploy/daemonset.yaml, not as the DaemonSet's pod: a pod would
+// need the controller-manager to create it (there is none), in-cluster
+// service routing to reach the API server (no kube-proxy, no Service
+// network) and the image loaded. What the DaemonSet pod adds over the
+// process (hostPath mounts, no capabilities) is covered by bridge/deploy's
+// tests. The bridge's identity is the manifests' own: the cdi-bridge
+// ServiceAccount with bridge/deploy/rbac.yaml applied unchanged (as
+// kustomize renders it), authenticating with a token the API server issues
+// for that ServiceAccount, so the test proves the shipped RBAC suffices.
+//
+// Its drop-ins are made by the test: generic-tty over this machine's real
+// /dev/ttyN (a few of the highest-numbered ones) and endpoint with two
+// network cameras, each with a state directory of the test's own.
+//
+// # Images
+//
+// One static program, internal/podcheck, is the whole image, built and
+// imported with ctr: it is the sandbox ("pause") image and every pod's
+// workload, which writes what it sees (device nodes under /dev, the
+// environment) to a host directory.
+//
+// # Checks
+//
+// What each pod must see is taken from the real components, not from the
+// test's expectations: the kubelet's PodResources API says which device
+// ids the pod's container holds, the Instance objects say which slot of
+// which device each id is, and the plugins' LIST says what ADD returned for
+// that slot (device nodes, environment).
+package node

@@ -1,0 +1,174 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+)
+
+// Name is the node's name: the kubelet's hostname override, and the
+// bridge's --node-name.
+const Name = "e2e-node"
+
+// resourcesWait bounds the wait for the bridge's resources to show in the
+// Node's allocatable, which the kubelet reports every 2 seconds here.
+const resourcesWait = time.Minute
+
+// Node is a running node: its control plane, containerd, the kubelet and
+// cdi-bridge.
+type Node struct {
+	Layout       Layout
+	Cluster      *Cluster
+	Containerd   *Containerd
+	Kubelet      *Proc
+	Bridge       *Proc
+	ConfDir      string
+	DropIns      []DropIn
+	PodResources podresourcesv1.PodResourcesListerClient
+}
+
+// StartNode starts everything, in order, and waits until the bridge's
+// resources are the Node's. Everything stops when the test ends, the
+// test's pods first, while the kubelet is there to stop them.
+func StartNode(t *testing.T, l Layout) *Node {
+	t.Helper()
+	n := &Node{Layout: l, ConfDir: l.Path("cdi-conf")}
+	timed(t, "etcd and kube-apiserver", func() { n.Cluster = StartCluster(t, l, Name) })
+	timed(t, "containerd", func() { n.Containerd = StartContainerd(t, l) })
+	timed(t, "kubelet (to Node Ready)", func() {
+		n.Kubelet = StartKubelet(t, l, n.Cluster.Client, Name, n.Cluster.NodeKubeconfig)
+	})
+	var err error
+	if n.DropIns, err = WriteDropIns(n.ConfDir, l.Path("cdi-state")); err != nil {
+		t.Fatal(err)
+	}
+	timed(t, "cdi-bridge (to ready)", func() { n.Bridge = StartBridge(t, l, n.Cluster, Name, n.ConfDir) })
+	pr, conn, err := dialPodResources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	n.PodResources = pr
+	t.Cleanup(func() { n.deleteAllPods(t) })
+	timed(t, "the bridge's resources in the Node's allocatable", func() { n.waitResources(t) })
+	return n
+}
+
+// timed runs step and logs how long it took.
+func timed(t *testing.T, what string, step func()) {
+	t.Helper()
+	start := time.Now()
+	step()
+	t.Logf("%s: %v", what, time.Since(start).Round(10*time.Millisecond))
+}
+
+// Pool is the Configuration-level resource of the drop-in of typ.
+func (n *Node) Pool(typ string) string {
+	for _, d := range n.DropIns {
+		if d.Type == typ {
+			return domain + "/" + d.Pool()
+		}
+	}
+	panic("no drop-in of type " + typ)
+}
+
+// Instances returns the Instances of the pool of typ, by name.
+func (n *Node) Instances(t testing.TB, typ string) []Instance {
+	t.Helper()
+	all, err := listInstances(t.Context(), n.Cluster.Dynamic, n.Cluster.Namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := strings.TrimPrefix(n.Pool(typ), domain+"/")
+	return slices.DeleteFunc(all, func(i Instance) bool { return i.Pool != pool })
+}
+
+// wantAllocatable is what the Node must offer once the bridge published
+// its discovery: each pool one virtual device per Instance with a free
+// slot (all of them, before any pod), each Instance its slots.
+func (n *Node) wantAllocatable(t testing.TB) (map[string]int64, error) {
+	want := map[string]int64{}
+	for typ, count := range map[string]int{"tty": ttysOffered, "camera": len(cameras)} {
+		insts := n.Instances(t, typ)
+		if len(insts) != count {
+			return nil, fmt.Errorf("%d Instances of pool %s, want %d", len(insts), n.Pool(typ), count)
+		}
+		want[n.Pool(typ)] = int64(count)
+		for _, i := range insts {
+			want[i.Resource()] = int64(len(i.Usage))
+		}
+	}
+	return want, nil
+}
+
+// waitResources waits until the Node's allocatable has every resource of
+// wantAllocatable.
+func (n *Node) waitResources(t testing.TB) {
+	ctx, cancel := context.WithTimeout(t.Context(), resourcesWait)
+	defer cancel()
+	var last string
+	for ; ctx.Err() == nil; time.Sleep(pollInterval) {
+		want, err := n.wantAllocatable(t)
+		if err != nil {
+			last = err.Error()
+			continue
+		}
+		node, err := n.Cluster.Client.CoreV1().Nodes().Get(ctx, Name, metav1.GetOptions{})
+		if err != nil {
+			last = err.Error()
+			continue
+		}
+		got := domainResources(node.Status.Allocatable)
+		if equalCounts(got, want) {
+			t.Logf("allocatable: %v", got)
+			return
+		}
+		last = fmt.Sprintf("allocatable %v, want %v", got, want)
+	}
+	t.Fatalf("the bridge's resources not the Node's within %v: %s", resourcesWait, last)
+}
+
+// domainResources are the bridge's resources in a resource list.
+func domainResources(list corev1.ResourceList) map[string]int64 {
+	out := map[string]int64{}
+	for name, q := range list {
+		if strings.HasPrefix(string(name), domain+"/") {
+			out[string(name)] = q.Value()
+		}
+	}
+	return out
+}
+
+func equalCounts(a, b map[string]int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// deleteAllPods deletes the test's pods and waits for each to go.
+func (n *Node) deleteAllPods(t testing.TB) {
+	ctx := context.Background() // the test's own is done by now
+	pods, err := n.Cluster.Client.CoreV1().Pods(PodNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Errorf("listing the pods to delete: %v", err)
+		return
+	}
+	for _, p := range pods.Items {
+		if err := deletePod(ctx, n.Cluster.Client, p.Name); err != nil {
+			t.Error(err)
+		}
+	}
+}
