@@ -29,11 +29,14 @@ func (d device) instanceName() string { return instance.Name(d.pool, d.id, nodeN
 // resource is the device's Instance-level resource.
 func (d device) resource() string { return domain + "/" + d.instanceName() }
 
-// cdiName is the CDI device name the plugins give the device: the
-// drop-in's type, the first word of the pool's name, and the id.
+// cdiName is the CDI device name the bridge gives the device in the
+// spec file of its pool: <domain>/<pool>=<id>. A device without nodes
+// has none.
 func (d device) cdiName() string {
-	typ, _, _ := strings.Cut(d.pool, "-")
-	return "cdi.local/" + typ + "=" + d.id
+	if len(d.nodes) == 0 {
+		return ""
+	}
+	return domain + "/" + d.pool + "=" + d.id
 }
 
 func pool(name string) string { return domain + "/" + name }
