@@ -24,6 +24,9 @@ func TestDaemonSet(t *testing.T) {
 		if sa := only(t, objs, "ServiceAccount").GetName(); pod.ServiceAccountName != sa {
 			t.Errorf("serviceAccountName %q, want the manifests' ServiceAccount %q", pod.ServiceAccountName, sa)
 		}
+		if !pod.ShareProcessNamespace {
+			t.Error("shareProcessNamespace is off: the bridge would be PID 1 and keep the zombies of plugins' escaped children")
+		}
 		if pod.PriorityClassName != "system-node-critical" {
 			t.Errorf("priorityClassName %q", pod.PriorityClassName)
 		}

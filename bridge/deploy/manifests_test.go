@@ -38,6 +38,7 @@ type daemonSet struct {
 
 type podSpec struct {
 	ServiceAccountName, PriorityClassName string
+	ShareProcessNamespace                 bool
 	Tolerations                           []map[string]any
 	InitContainers, Containers            []container
 	Volumes                               []struct {
