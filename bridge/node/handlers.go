@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 
@@ -159,22 +160,38 @@ func (h *clHandler) Devices() []deviceplugin.Device {
 
 func (h *clHandler) Changes() (<-chan struct{}, func()) { return h.n.changes() }
 
+// Replans bounds how often a Configuration-level Allocate plans again
+// after another node took a slot it chose: each plan sees the slots the
+// lost races took, so with D free devices and N <= D nodes racing, every
+// node is granted within N plans.
+const Replans = 4
+
 func (h *clHandler) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
 	h.n.allocMu.RLock()
 	defer h.n.allocMu.RUnlock()
-	v, _ := h.n.view(h.pool)
 	requests := make([][]string, len(req.ContainerRequests))
 	for i, c := range req.ContainerRequests {
 		requests[i] = c.DevicesIds
 	}
 	res := h.n.resource(h.pool)
-	containers, err := h.grants(v, requests)
-	if err != nil {
-		h.n.log().Warn("Configuration-level allocation denied", "pool", h.pool, "request", requests, "error", err)
-		h.n.reportAllocate(res, LevelConfiguration, ResultDenied)
-		return nil, err
+	for plan := 1; ; plan++ {
+		v, _ := h.n.view(h.pool)
+		containers, err := h.grants(v, requests)
+		if err != nil {
+			h.n.log().Warn("Configuration-level allocation denied", "pool", h.pool, "request", requests, "error", err)
+			h.n.reportAllocate(res, LevelConfiguration, ResultDenied)
+			return nil, err
+		}
+		resp, err := h.n.alloc.Allocate(ctx, containers)
+		if errors.Is(err, instance.ErrSlotTaken) && plan < Replans {
+			// Claim changed nothing; the store now knows who holds the
+			// slot, so the next plan picks another device.
+			h.n.log().Info("another node took a slot first; planning again", "pool", h.pool, "plan", plan, "error", err)
+			h.n.refresh(ctx)
+			continue
+		}
+		return h.n.finish(ctx, res, LevelConfiguration, resp, err)
 	}
-	return h.n.allocate(ctx, res, LevelConfiguration, containers)
 }
 
 // grants maps the vdevs of each container request to Grants by the
@@ -210,11 +227,17 @@ func (h *clHandler) PreferredAllocation(_ context.Context, req *pluginapi.Prefer
 	return resp, nil
 }
 
-// allocate runs the Allocator and reports the outcome. A success reaches the streams through the
-// store's change feed; a failure also re-reads the store and pushes fresh
-// lists at once, so that the kubelet stops offering what just failed.
+// allocate runs the Allocator and reports the outcome (finish).
 func (n *Node) allocate(ctx context.Context, resource, level string, containers [][]Grant) (*pluginapi.AllocateResponse, error) {
 	resp, err := n.alloc.Allocate(ctx, containers)
+	return n.finish(ctx, resource, level, resp, err)
+}
+
+// finish reports an Allocator's outcome. A success reaches the streams
+// through the store's change feed; a failure also re-reads the store and
+// pushes fresh lists at once, so that the kubelet stops offering what just
+// failed.
+func (n *Node) finish(ctx context.Context, resource, level string, resp *pluginapi.AllocateResponse, err error) (*pluginapi.AllocateResponse, error) {
 	if err != nil {
 		n.log().Warn("Allocate failed; nothing kept", "resource", resource, "error", err)
 		n.reportAllocate(resource, level, ResultFailed)

@@ -2,6 +2,7 @@ package pool
 
 import (
 	"fmt"
+	"hash/fnv"
 	"sort"
 
 	"github.com/cdiexec/cdi/bridge/instance"
@@ -13,7 +14,8 @@ import (
 // returned again, so the caller can repeat it idempotently); a new vdev
 // takes the lowest free slot of the usable instance with the most free
 // slots that this container request does not use yet, ties going to the
-// instance name. Slots taken by earlier container requests of the call
+// instance name, or for shared instances to an order of the node's own
+// (tieKey). Slots taken by earlier container requests of the call
 // are not free for later ones. When a request cannot be met the whole call
 // fails with an error wrapping ErrUnavailable, and nothing is claimed.
 func (p *Pool) Allocate(requests [][]string) ([][]instance.Claim, error) {
@@ -54,8 +56,26 @@ func newAllocation(p *Pool) *allocation {
 			}
 		}
 	}
-	sort.Slice(a.ordered, func(i, j int) bool { return a.ordered[i].Name < a.ordered[j].Name })
+	sort.Slice(a.ordered, func(i, j int) bool {
+		ki, kj := tieKey(p.Node, a.ordered[i]), tieKey(p.Node, a.ordered[j])
+		return ki < kj || ki == kj && a.ordered[i].Name < a.ordered[j].Name
+	})
 	return a
+}
+
+// tieKey orders instances with equally many free slots: by name, except
+// that a shared instance, which other nodes claim too, comes in an order
+// of each node's own (a hash of node and name), so that nodes racing for
+// equally good devices rarely pick the same one.
+func tieKey(node string, in *instance.Instance) uint64 {
+	if !in.Shared {
+		return 0
+	}
+	h := fnv.New64a()
+	h.Write([]byte(node))
+	h.Write([]byte{0})
+	h.Write([]byte(in.Name))
+	return h.Sum64()
 }
 
 // container maps the vdevs of one container request: known vdevs first,

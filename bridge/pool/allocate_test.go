@@ -87,3 +87,38 @@ func TestInstanceLevel(t *testing.T) {
 		}
 	}
 }
+
+// Nodes facing equally free shared devices do not all pick the same one:
+// each has an order of its own, so racing nodes rarely collide. Devices
+// of one node alone keep the name order.
+func TestAllocateSpreadsNodesOverSharedTies(t *testing.T) {
+	devices := func(shared bool) []instance.Instance {
+		var out []instance.Instance
+		for _, id := range []string{"a", "b", "c", "d"} {
+			out = append(out, instance.Instance{Name: "cam-" + id, DeviceID: id, Capacity: 1, Shared: shared})
+		}
+		return out
+	}
+	first := func(node string, shared bool) string {
+		ins := devices(shared)
+		for i := range ins {
+			ins[i].Nodes = []string{node}
+		}
+		claims, err := (&Pool{Node: node, Instances: ins}).Allocate([][]string{{"0"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return claims[0][0].Instance
+	}
+	shared, local := map[string]bool{}, map[string]bool{}
+	for _, node := range []string{"n1", "n2", "n3", "n4", "n5", "n6"} {
+		shared[first(node, true)] = true
+		local[first(node, false)] = true
+	}
+	if len(shared) < 3 {
+		t.Errorf("six nodes chose %v among four equally free shared cameras, want at least three different", shared)
+	}
+	if len(local) != 1 || !local["cam-a"] {
+		t.Errorf("node-local devices chosen %v, want cam-a, the first by name, on every node", local)
+	}
+}

@@ -5,7 +5,9 @@
 // proposal: a configuration advertises the virtual devices this node
 // already claims plus one per instance with a free slot; per container
 // request a claimed virtual device keeps its slot, a new one takes a free
-// slot of the instance with the most free slots, and no two slots of one
-// instance go to one container request. Prefer answers the kubelet's
+// slot of the instance with the most free slots (ties to the name, or,
+// between shared instances, to an order of each node's own, so that racing
+// nodes spread out), and no two slots of one instance go to one container
+// request. Prefer answers the kubelet's
 // GetPreferredAllocation with a choice of vdevs that Allocate can grant.
 package pool

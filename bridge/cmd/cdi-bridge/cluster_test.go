@@ -39,14 +39,23 @@ const (
 func camInstance() string { return instance.Name("camera-endpoint", camID, "", true) }
 
 // startClusterNode runs a bridge for node name against the API server of
-// kubeconfig, Instances in namespace. Its reclaim runs every 25 ms with
-// no grace, so that a slot its PodResources stops listing is released at
-// once.
+// kubeconfig, Instances in namespace, serving the shared camera camID of
+// capacity 2. Its reclaim runs every 25 ms with no grace, so that a slot
+// its PodResources stops listing is released at once.
 func startClusterNode(t *testing.T, name, kubeconfig, namespace string) *clusterNode {
+	return startCameraNode(t, name, kubeconfig, namespace, 2, camID)
+}
+
+// startCameraNode is startClusterNode with shared cameras ids of
+// capacity each.
+func startCameraNode(t *testing.T, name, kubeconfig, namespace string, capacity int, ids ...string) *clusterNode {
 	confDir := t.TempDir()
+	var cams []map[string]any
+	for _, id := range ids {
+		cams = append(cams, map[string]any{"id": id, "url": "rtsp://192.0.2.1/" + id})
+	}
 	conf, _ := json.Marshal(map[string]any{"cdiVersion": "0.1.0", "name": "cameras", "type": "camera", "plugin": "endpoint",
-		"args": map[string]any{"stateDir": exectest.StateDir(t), "capacity": 2,
-			"endpoints": []map[string]any{{"id": camID, "url": "rtsp://192.0.2.1/stream"}}}})
+		"args": map[string]any{"stateDir": exectest.StateDir(t), "capacity": capacity, "endpoints": cams}})
 	_ = os.MkdirAll(filepath.Join(confDir, "camera.d"), 0o755)
 	if err := os.WriteFile(filepath.Join(confDir, "camera.d", "endpoint.conf"), conf, 0o644); err != nil {
 		t.Fatal(err)
@@ -203,4 +212,60 @@ func allocateAtOnce(t *testing.T, nodes []*clusterNode, il, slot string) *cluste
 		return nil
 	}
 	return winners[0]
+}
+
+// TestPoolRace: three nodes ask the camera pool for one camera each at
+// the same instant while three cameras are free. Every node must be
+// granted in every round. Before, every node chose the device with the
+// most free slots, ties going to the first name, and a node that lost the
+// race for it was refused while other cameras were free (7 of 20 rounds
+// granted everyone).
+func TestPoolRace(t *testing.T) {
+	env := apitest.StartWithInstances(t, apitest.Options{})
+	kubeconfig, ns := env.Kubeconfig(t, apitest.AdminUser), env.Namespace(t)
+	free := map[string]string{"0": pluginapi.Healthy, "1": pluginapi.Healthy, "2": pluginapi.Healthy}
+	hold := map[string][]string{camPool: {"0"}}
+	var nodes []*clusterNode
+	for _, name := range []string{"n1", "n2", "n3"} {
+		n := startCameraNode(t, name, kubeconfig, ns, 1, "a", "b", "c")
+		n.waitHealth(t, camPool, free, wait)
+		n.pods.Set(hold)
+		nodes = append(nodes, n)
+	}
+	const rounds = 50
+	allGranted := 0
+	start := time.Now()
+	for round := range rounds {
+		errs := allocateVDevAtOnce(nodes, "0")
+		if err := errors.Join(errs...); err != nil {
+			t.Errorf("round %d: refused while a camera was free: %v", round, err)
+		} else {
+			allGranted++
+		}
+		for _, n := range nodes { // every container ends: reclaim frees the slots
+			n.pods.Set(map[string][]string{})
+		}
+		for _, n := range nodes {
+			n.waitHealth(t, camPool, free, wait)
+			n.pods.Set(hold)
+		}
+	}
+	t.Logf("%d of %d rounds granted all three nodes, in %v", allGranted, rounds, time.Since(start).Round(time.Millisecond))
+}
+
+// allocateVDevAtOnce has every node's kubelet ask its camera pool for
+// vdev at the same instant, and returns each node's error.
+func allocateVDevAtOnce(nodes []*clusterNode, vdev string) []error {
+	errs := make([]error, len(nodes))
+	gate := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Go(func() {
+			<-gate
+			_, errs[i] = n.kubelet.Allocate(context.Background(), camPool, []string{vdev})
+		})
+	}
+	close(gate)
+	wg.Wait()
+	return errs
 }

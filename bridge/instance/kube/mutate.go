@@ -177,6 +177,9 @@ func (s *Store) read(ctx context.Context, name string, fresh bool) (*instance.In
 	if err != nil {
 		return nil, fmt.Errorf("reading instance %s: %w", name, err)
 	}
+	// What the API said is newer than the informer may be yet: a caller
+	// that lost a race plans again from List, which must show it.
+	s.remember(name, obj, "")
 	in, err := toInstance(obj)
 	return &in, err
 }
