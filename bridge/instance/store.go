@@ -19,6 +19,12 @@ var (
 	ErrSlotTaken = errors.New("slot is in use")
 	// ErrNoSlot: the instance or the slot does not exist.
 	ErrNoSlot = errors.New("no such slot")
+	// ErrUnknownOutcome: a write may or may not have been recorded (the
+	// connection broke after the request went out), so its claims may be
+	// held. Releasing them is the caller's to do; Release frees only
+	// slots that hold exactly the claim's value, so it is harmless where
+	// the write was not recorded.
+	ErrUnknownOutcome = errors.New("outcome unknown: the store may have recorded it")
 )
 
 // Store keeps the Instances. Implementations are safe for concurrent use,

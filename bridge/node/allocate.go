@@ -65,8 +65,11 @@ func (a *Allocator) Allocate(ctx context.Context, containers [][]Grant) (*plugin
 	err := a.Store.Claim(ctx, claims)
 	claimed <- err
 	if err != nil {
-		<-first                                           // the plugin stopped, unread
-		return nil, fmt.Errorf("claiming slots: %w", err) // Claim changed nothing
+		<-first // the plugin stopped, unread
+		if errors.Is(err, instance.ErrUnknownOutcome) {
+			go a.settle(fresh(containers))
+		}
+		return nil, fmt.Errorf("claiming slots: %w", err)
 	}
 	resp := &pluginapi.AllocateResponse{}
 	var added []Grant
@@ -132,6 +135,45 @@ func (a *Allocator) addWith(ctx context.Context, g Grant, run func(context.Conte
 	return r, nil
 }
 
+// fresh is the claims of the grants that were not held before the call.
+func fresh(containers [][]Grant) []instance.Claim {
+	var out []instance.Claim
+	for _, c := range containers {
+		for _, g := range c {
+			if !g.Held {
+				out = append(out, g.Claim)
+			}
+		}
+	}
+	return out
+}
+
+// settle releases claims whose write had an unknown outcome (the store
+// may hold them though the call failed), retrying until the store answers
+// or SettleFor has passed; reclaim frees what is still held after that.
+// Release frees only slots that hold exactly a claim's value, so releasing
+// a claim that was never recorded changes nothing.
+func (a *Allocator) settle(claims []instance.Claim) {
+	start, wait := time.Now(), 100*time.Millisecond
+	for time.Since(start) < SettleFor {
+		ctx, cancel := context.WithTimeout(context.Background(), a.timeout())
+		err := a.Store.Release(ctx, claims)
+		cancel()
+		if err == nil {
+			a.log().Info("released the claims of an Allocate whose writes had an unknown outcome",
+				"claims", len(claims), "took", time.Since(start).Round(time.Millisecond).String())
+			return
+		}
+		a.log().Warn("releasing the claims of an Allocate whose writes had an unknown outcome; trying again", "error", err, "in", wait.String())
+		time.Sleep(wait)
+		wait = min(2*wait, 2*time.Second)
+	}
+	a.log().Error("gave up releasing the claims of an Allocate whose writes had an unknown outcome; slot reclaim will", "claims", claims)
+}
+
+// SettleFor bounds settle's retries.
+const SettleFor = 10 * time.Minute
+
 // undo deletes what the call added, or may have added, and releases what
 // it claimed, leaving the slots that were held before the call alone. It runs on a fresh
 // context: the caller's may be the reason for the failure.
@@ -147,16 +189,9 @@ func (a *Allocator) undo(added []Grant, containers [][]Grant) {
 			a.log().Warn("DEL after a failed Allocate; the plugin's GC will release it", "slot", g.Claim.Slot, "error", err)
 		}
 	}
-	var release []instance.Claim
-	for _, c := range containers {
-		for _, g := range c {
-			if !g.Held {
-				release = append(release, g.Claim)
-			}
-		}
-	}
-	if err := a.Store.Release(ctx, release); err != nil {
-		a.log().Error("releasing the claims of a failed Allocate", "error", err)
+	if err := a.Store.Release(ctx, fresh(containers)); err != nil {
+		a.log().Error("releasing the claims of a failed Allocate; trying again in the background", "error", err)
+		go a.settle(fresh(containers))
 	}
 }
 

@@ -239,7 +239,7 @@ func (n *Node) allocate(ctx context.Context, resource, level string, containers 
 // failed.
 func (n *Node) finish(ctx context.Context, resource, level string, resp *pluginapi.AllocateResponse, err error) (*pluginapi.AllocateResponse, error) {
 	if err != nil {
-		n.log().Warn("Allocate failed; nothing kept", "resource", resource, "error", err)
+		n.log().Warn("Allocate failed; what it claimed is released (in the background where the store did not answer)", "resource", resource, "error", err)
 		n.reportAllocate(resource, level, ResultFailed)
 		n.refresh(ctx)
 		return nil, err

@@ -28,7 +28,7 @@ func (s *Store) ForgetNode(ctx context.Context, node string) (int, error) {
 		// n is set by the attempt whose write went through: an attempt
 		// that conflicted runs fn again on the newer object.
 		n := 0
-		err := s.modify(ctx, in.Name, false, func(in *instance.Instance) (bool, error) {
+		err := s.modify(ctx, in.Name, update, func(in *instance.Instance) (bool, error) {
 			var changed bool
 			n, changed = in.ForgetNodeClaims(node)
 			return changed, nil

@@ -25,7 +25,7 @@ const rollbackTimeout = 10 * time.Second
 func (s *Store) Claim(ctx context.Context, claims []instance.Claim) error {
 	var done []instance.Claim
 	for _, group := range byInstance(claims) {
-		err := s.modify(ctx, group[0].Instance, false, func(in *instance.Instance) (bool, error) {
+		err := s.modify(ctx, group[0].Instance, verify, func(in *instance.Instance) (bool, error) {
 			changed := false
 			for _, c := range group {
 				ch, err := in.Apply(c)
@@ -38,7 +38,8 @@ func (s *Store) Claim(ctx context.Context, claims []instance.Claim) error {
 		})
 		if err != nil {
 			if rerr := s.rollback(ctx, done); rerr != nil {
-				return fmt.Errorf("%w (and releasing the claims made: %w)", err, rerr)
+				// The claims made stay recorded until someone releases them.
+				return fmt.Errorf("%w (and releasing the claims made: %w: %w)", err, instance.ErrUnknownOutcome, rerr)
 			}
 			return err
 		}
@@ -60,7 +61,7 @@ func (s *Store) rollback(ctx context.Context, claims []instance.Claim) error {
 func (s *Store) Release(ctx context.Context, claims []instance.Claim) error {
 	var errs []error
 	for _, group := range byInstance(claims) {
-		err := s.modify(ctx, group[0].Instance, false, func(in *instance.Instance) (bool, error) {
+		err := s.modify(ctx, group[0].Instance, verify, func(in *instance.Instance) (bool, error) {
 			changed := false
 			for _, c := range group {
 				changed = in.Release(c) || changed
@@ -80,7 +81,7 @@ func (s *Store) Observe(ctx context.Context, node, config string, seen []instanc
 	names := map[string]bool{}
 	for _, want := range seen {
 		names[want.Name] = true
-		err := s.modify(ctx, want.Name, true, func(in *instance.Instance) (bool, error) {
+		err := s.modify(ctx, want.Name, upsert, func(in *instance.Instance) (bool, error) {
 			return in.Observe(node, want), nil
 		})
 		errs = append(errs, err)
@@ -91,7 +92,7 @@ func (s *Store) Observe(ctx context.Context, node, config string, seen []instanc
 		if in.Config != config || names[in.Name] || !in.Sees(node) {
 			continue
 		}
-		err := s.modify(ctx, in.Name, false, func(in *instance.Instance) (bool, error) {
+		err := s.modify(ctx, in.Name, update, func(in *instance.Instance) (bool, error) {
 			return in.Forget(node), nil
 		})
 		if !errors.Is(err, instance.ErrNoSlot) {
@@ -117,12 +118,13 @@ func byInstance(claims []instance.Claim) [][]instance.Claim {
 
 // modify applies fn to the named Instance and writes the result back,
 // guarded by the resourceVersion it read: an Instance that fn leaves
-// unused is deleted, a missing one is created when create is set (and is
+// unused is deleted, a missing one is created with mode upsert (and is
 // ErrNoSlot otherwise). The first read is the informer's copy (the API's
-// when the informer has none); after a conflict the object is read from
-// the API and fn runs again, up to
+// when the informer has none); after a conflict, or a no-op with mode
+// verify, the object is read from the API and fn runs again, up to
 // s.backoff.Steps attempts. Errors from fn end it at once.
-func (s *Store) modify(ctx context.Context, name string, create bool, fn func(*instance.Instance) (bool, error)) error {
+func (s *Store) modify(ctx context.Context, name string, mode modifyMode, fn func(*instance.Instance) (bool, error)) error {
+	create := mode == upsert
 	wait := s.backoff.Initial
 	for attempt := 1; ; attempt++ {
 		in, err := s.read(ctx, name, attempt > 1)
@@ -142,12 +144,26 @@ func (s *Store) modify(ctx context.Context, name string, create bool, fn func(*i
 			in = &instance.Instance{Name: name}
 		}
 		changed, err := fn(in)
+		if err == nil && !changed && attempt == 1 && mode == verify {
+			// The informer's copy may be behind (a watch cut and not yet
+			// re-established): nothing to do there is not proof that the
+			// API holds nothing to do. A release of a claim whose write
+			// had an unknown outcome found the slot free in a stale cache
+			// and wrote nothing.
+			continue
+		}
 		if err != nil || !changed {
 			return err
 		}
 		err = s.write(ctx, in, isNew)
 		conflict := apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || (!isNew && apierrors.IsNotFound(err))
 		s.count(conflict)
+		var status apierrors.APIStatus
+		if err != nil && !conflict && !errors.As(err, &status) {
+			// No answer from the API server: the write may have been
+			// committed before the connection broke.
+			return fmt.Errorf("writing instance %s to the API server: %w: %w", name, instance.ErrUnknownOutcome, err)
+		}
 		if err != nil && !conflict {
 			return fmt.Errorf("writing instance %s to the API server: %w", name, err)
 		}
@@ -163,6 +179,20 @@ func (s *Store) modify(ctx context.Context, name string, create bool, fn func(*i
 		wait = min(2*wait, s.backoff.Max)
 	}
 }
+
+// modifyMode says what modify may do.
+type modifyMode int
+
+const (
+	// update changes an Instance that must exist.
+	update modifyMode = iota
+	// upsert creates the Instance when it is missing.
+	upsert
+	// verify is update where a change that is a no-op on the informer's
+	// copy is checked against the API: claims and releases, which must
+	// not trust a copy that may be behind.
+	verify
+)
 
 // read returns the named Instance, nil if it does not exist: the
 // informer's copy, or the API's when fresh is set.
