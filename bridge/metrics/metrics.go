@@ -77,6 +77,21 @@ func (m *Metrics) SkippedDropIns(count func() int) {
 	}, func() float64 { return float64(count()) }))
 }
 
+// StoreStale exports since, when the instance store's view may be behind
+// the API server (zero when it is current), as
+// cdi_bridge_store_stale_seconds.
+func (m *Metrics) StoreStale(since func() time.Time) {
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "store_stale_seconds",
+		Help: "How long the Instance store's view has been behind the API server (its watch lost, no list answered); 0 when current.",
+	}, func() float64 {
+		if t := since(); !t.IsZero() {
+			return time.Since(t).Seconds()
+		}
+		return 0
+	}))
+}
+
 // Handler serves the registry in the Prometheus exposition formats.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})

@@ -15,6 +15,7 @@ import (
 	"github.com/cdiexec/cdi/bridge/departed"
 	"github.com/cdiexec/cdi/bridge/deviceplugin"
 	"github.com/cdiexec/cdi/bridge/discovery"
+	"github.com/cdiexec/cdi/bridge/instance"
 	"github.com/cdiexec/cdi/bridge/metrics"
 	"github.com/cdiexec/cdi/bridge/node"
 	"github.com/cdiexec/cdi/bridge/reclaim"
@@ -106,6 +107,8 @@ func run(ctx context.Context, args []string) error {
 	disc := &discovery.Discoverer{ConfDir: o.confDir, PluginDirs: invoke.SplitPath(o.pluginPath), Timeout: o.execTimeout,
 		OnExec: m.Exec, Logger: log}
 	m.SkippedDropIns(func() int { return len(disc.Skipped()) })
+	stale := staleness(store)
+	m.StoreStale(func() time.Time { since, _ := stale(); return since })
 	n := node.New(node.Config{
 		NodeName: o.nodeName, Domain: o.domain, DevicePluginDir: o.dpDir, ExecTimeout: o.execTimeout, Store: store, CDI: cdiDir,
 		Discoverer: disc, DiscoveryPeriod: o.discoveryPeriod, Logger: log, OnAllocate: m.Allocation, OnRegister: m.Registration,
@@ -114,7 +117,7 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	if o.metricsAddr != "" {
-		if err := serveHTTP(ctx, o.metricsAddr, n, disc, m, log); err != nil {
+		if err := serveHTTP(ctx, o.metricsAddr, readiness{n, disc, stale}, m, log); err != nil {
 			return err
 		}
 	}
@@ -156,11 +159,28 @@ func startReclaim(ctx context.Context, o *options, n *node.Node, log *slog.Logge
 	return nil
 }
 
+// readiness is what /readyz reports on.
+type readiness struct {
+	n     *node.Node
+	disc  *discovery.Discoverer
+	stale func() (time.Time, error)
+}
+
+// staleness is the store's Stale, or never stale for a store without one
+// (the local file).
+func staleness(store instance.Store) func() (time.Time, error) {
+	if s, ok := store.(interface{ Stale() (time.Time, error) }); ok {
+		return s.Stale
+	}
+	return func() (time.Time, error) { return time.Time{}, nil }
+}
+
 // serveHTTP serves, on one listener, /metrics, /healthz (while the
-// process runs) and /readyz (once the first discovery is published; its
-// body lists the drop-ins discovery skipped, which do not make the bridge
-// unready: the others are served).
-func serveHTTP(ctx context.Context, addr string, n *node.Node, disc *discovery.Discoverer, m *metrics.Metrics, log *slog.Logger) error {
+// process runs) and /readyz: ready once the first discovery is published
+// and while the instance store's view is current. Its body lists the
+// drop-ins discovery skipped, which do not make the bridge unready: the
+// others are served.
+func serveHTTP(ctx context.Context, addr string, h readiness, m *metrics.Metrics, log *slog.Logger) error {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("--metrics-address: %w", err)
@@ -169,12 +189,17 @@ func serveHTTP(ctx context.Context, addr string, n *node.Node, disc *discovery.D
 	mux.Handle("/metrics", m.Handler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !n.Ready() {
+		if !h.n.Ready() {
 			http.Error(w, "discovery has not finished", http.StatusServiceUnavailable)
 			return
 		}
+		if since, err := h.stale(); !since.IsZero() {
+			http.Error(w, fmt.Sprintf("the instance store has been behind the API server for %v: %v",
+				time.Since(since).Round(time.Second), err), http.StatusServiceUnavailable)
+			return
+		}
 		fmt.Fprintln(w, "ok")
-		for _, s := range disc.Skipped() {
+		for _, s := range h.disc.Skipped() {
 			fmt.Fprintf(w, "skipped drop-in %s: %s\n", s.DropIn, s.Reason)
 		}
 	})

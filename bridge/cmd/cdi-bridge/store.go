@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -47,14 +46,10 @@ func openStore(ctx context.Context, o *options, log *slog.Logger) (instance.Stor
 		return local.New(path), nil, nil
 	}
 	cfg.UserAgent = "cdi-bridge/" + o.nodeName
-	client, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return nil, nil, fmt.Errorf("kubernetes client: %w", err)
-	}
 	syncCtx, cancel := context.WithTimeout(ctx, syncTimeout)
 	defer cancel()
 	log.Info("instance store: Kubernetes", "server", cfg.Host, "namespace", o.namespace, "reason", reason)
-	s, err := kube.Start(ctx, client, o.namespace)
+	s, err := kube.StartConfig(ctx, cfg, o.namespace)
 	if err == nil {
 		err = s.Synced(syncCtx)
 	}

@@ -33,6 +33,7 @@ type Store struct {
 	recent map[string]recentWrite
 	// writes counts the API writes made, for the benchmarks.
 	writes, conflicts int
+	watch             watchState
 }
 
 var _ instance.Store = (*Store)(nil)
@@ -59,22 +60,36 @@ func New(ctx context.Context, client dynamic.Interface, namespace string) (*Stor
 }
 
 // Start returns a Store of the Instances in namespace and starts its
-// informer, which runs until ctx ends.
+// informer, which runs until ctx ends. StartConfig also follows the
+// informer's watch.
 func Start(ctx context.Context, client dynamic.Interface, namespace string) (*Store, error) {
+	s := makeStore(client, namespace)
+	return s, s.start(ctx)
+}
+
+func makeStore(client dynamic.Interface, namespace string) *Store {
 	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(client, 0, namespace, nil)
-	s := &Store{
+	return &Store{
 		client: client.Resource(Resource).Namespace(namespace), namespace: namespace,
 		informer: factory.ForResource(Resource).Informer(), backoff: DefaultBackoff,
-		recent: map[string]recentWrite{},
+		recent: map[string]recentWrite{}, watch: watchState{kick: make(chan struct{}, 1)},
 	}
+}
+
+// start runs the informer, with the Store's event handlers, and resync.
+func (s *Store) start(ctx context.Context) error {
 	event := func(obj any) { s.caughtUp(obj); s.notify() }
 	if _, err := s.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: event, DeleteFunc: event, UpdateFunc: func(_, obj any) { event(obj) },
 	}); err != nil {
-		return nil, err
+		return err
+	}
+	if err := s.informer.SetWatchErrorHandler(s.lostWatch); err != nil {
+		return err
 	}
 	go s.informer.Run(ctx.Done())
-	return s, nil
+	go s.resync(ctx)
+	return nil
 }
 
 // Synced waits until the informer holds its first full list of

@@ -309,12 +309,22 @@ func waitGone(t *testing.T, s *Store, name string) {
 }
 
 // TestAPIServerRestart: while the API server is down, claims fail with
-// a clear error and what the Store knew stays listed; after it is back,
-// claims work again and the Store sees changes made meanwhile.
+// a clear error, what the Store knew stays listed, and Stale says since
+// when; once it is back, claims work again and a change made elsewhere
+// reaches the Store's view within 5 s (client-go's informer alone took
+// 1.3 to 58 s: its backoff reaches 30 s).
 func TestAPIServerRestart(t *testing.T) {
 	env := apitest.StartWithInstances(t, apitest.Options{})
 	ns := env.Namespace(t)
-	s := newStore(t, env.Config, ns)
+	ctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	s, err := StartConfig(ctx, env.Config, ns)
+	if err == nil {
+		err = s.Synced(ctx)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 	cam := storetest.Cam("n0", "door", 2)
 	observe(t, s, "n0", cam)
 	s0, s1 := instance.SlotID(cam.Name, 0), instance.SlotID(cam.Name, 1)
@@ -325,8 +335,8 @@ func TestAPIServerRestart(t *testing.T) {
 	if err := env.StopAPIServer(); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	err := s.Claim(ctx, []instance.Claim{{Instance: cam.Name, Slot: s1, Value: "n0"}})
+	claimCtx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	err = s.Claim(claimCtx, []instance.Claim{{Instance: cam.Name, Slot: s1, Value: "n0"}})
 	cancel()
 	if err == nil {
 		t.Fatal("a claim succeeded with the API server down")
@@ -335,6 +345,9 @@ func TestAPIServerRestart(t *testing.T) {
 	if v, _ := usage(t, s, cam.Name, s0); v != "n0" {
 		t.Fatalf("the claim made before the outage reads %q", v)
 	}
+	waitStale(t, s, true)
+	// Long enough down that the informer's backoff has grown.
+	time.Sleep(10 * time.Second)
 	if err := env.StartAPIServer(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -343,10 +356,23 @@ func TestAPIServerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	setUsage(t, client.Resource(Resource).Namespace(ns), cam.Name, s1, "n7")
-	took := waitUsage(t, s, cam.Name, s1, "n7", time.Minute)
+	took := waitUsage(t, s, cam.Name, s1, "n7", 5*time.Second)
 	t.Logf("a change made after the restart reached the Store's view after %v", took)
+	waitStale(t, s, false)
 	if err := s.Release(t.Context(), []instance.Claim{{Instance: cam.Name, Slot: s0, Value: "n0"}}); err != nil {
 		t.Fatalf("release after the restart: %v", err)
 	}
 	waitUsage(t, s, cam.Name, s0, "", 5*time.Second)
+}
+
+// waitStale waits until s.Stale says the view is (or is not) behind.
+func waitStale(t *testing.T, s *Store, stale bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if since, _ := s.Stale(); since.IsZero() != stale {
+			return
+		}
+	}
+	since, err := s.Stale()
+	t.Fatalf("Stale = %v, %v; want stale %v", since, err, stale)
 }

@@ -1,0 +1,170 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+)
+
+// ResyncInterval is how often a Store whose informer has lost its watch
+// lists the Instances itself. client-go's informer retries a refused
+// watch with a backoff of up to 30 s (1.3 to 58 s were seen after an API
+// server restart), during which this node would be offered slots taken
+// elsewhere and not slots freed elsewhere.
+const ResyncInterval = 500 * time.Millisecond
+
+// StartConfig is Start with a client made from cfg, whose requests the
+// Store follows: when its informer's list or watch cannot reach the API
+// server the Store knows its view may fall behind (Stale), and lists the
+// Instances itself every ResyncInterval until the informer watches again.
+// The informer itself reports nothing of a refused watch: it retries in
+// silence.
+func StartConfig(ctx context.Context, cfg *rest.Config, namespace string) (*Store, error) {
+	cfg = rest.CopyConfig(cfg)
+	var s *Store
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(req *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(req)
+			if s != nil && isCollectionGet(req) {
+				s.observeWatch(req, resp, err)
+			}
+			return resp, err
+		})
+	})
+	client, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	s = makeStore(client, namespace)
+	return s, s.start(ctx)
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// isCollectionGet reports whether req lists or watches the Instances: the
+// informer's requests, and relist's.
+func isCollectionGet(req *http.Request) bool {
+	return req.Method == http.MethodGet && len(req.URL.Path) > len(Resource.Resource) &&
+		req.URL.Path[len(req.URL.Path)-len(Resource.Resource)-1:] == "/"+Resource.Resource
+}
+
+// observeWatch follows the informer: a list or watch that fails breaks
+// the Store's view; a watch that the API server accepts mends it.
+func (s *Store) observeWatch(req *http.Request, resp *http.Response, err error) {
+	switch {
+	case err != nil:
+		s.lostWatch(nil, err)
+	case resp.StatusCode >= 500:
+		s.lostWatch(nil, fmt.Errorf("listing instances: %s", resp.Status))
+	case req.URL.Query().Get("watch") == "true" && resp.StatusCode == http.StatusOK:
+		s.mu.Lock()
+		s.watch.broken, s.watch.stale = false, nil
+		s.mu.Unlock()
+	}
+}
+
+// staleness is since when, and why, the Store's view may be behind.
+type staleness struct {
+	since time.Time
+	err   error
+}
+
+// watchState is the informer's watch as the Store follows it (under mu).
+type watchState struct {
+	// broken is set while the informer has no watch.
+	broken bool
+	// stale is set when the watch is lost, until a list answers (relist,
+	// or the informer's new watch); nil while the view is current.
+	stale *staleness
+	// kick wakes resync.
+	kick chan struct{}
+}
+
+// lostWatch marks the informer's watch lost: the Store's view may fall
+// behind from now on. It is also the informer's watch error handler.
+func (s *Store) lostWatch(_ *cache.Reflector, err error) {
+	s.mu.Lock()
+	s.watch.broken = true
+	if s.watch.stale == nil {
+		s.watch.stale = &staleness{since: time.Now()}
+	}
+	s.watch.stale.err = err
+	s.mu.Unlock()
+	select {
+	case s.watch.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Stale reports since when the Store's view may be behind the API server,
+// and why: the informer lost its watch and no list has answered since.
+// The zero time means the view is current.
+func (s *Store) Stale() (time.Time, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.watch.stale == nil {
+		return time.Time{}, nil
+	}
+	return s.watch.stale.since, s.watch.stale.err
+}
+
+// resync, while the informer has no watch, lists the Instances every
+// ResyncInterval and takes what the API returns as newer than the
+// informer's copies (as it takes this Store's own writes), until the
+// informer watches again.
+func (s *Store) resync(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.watch.kick:
+		}
+		for s.watchBroken() && ctx.Err() == nil {
+			s.relist(ctx)
+			select {
+			case <-ctx.Done():
+			case <-time.After(ResyncInterval):
+			}
+		}
+	}
+}
+
+func (s *Store) watchBroken() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.watch.broken
+}
+
+// relist lists the Instances from the API server and remembers each as
+// the newest copy, and every cached one the list lacks as deleted.
+func (s *Store) relist(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	list, err := s.client.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return // still unreachable: stay stale
+	}
+	listed := map[string]bool{}
+	for i := range list.Items {
+		obj := &list.Items[i]
+		listed[obj.GetName()] = true
+		s.remember(obj.GetName(), obj, "")
+	}
+	for _, key := range s.informer.GetStore().ListKeys() {
+		if _, name, err := cache.SplitMetaNamespaceKey(key); err == nil && !listed[name] {
+			s.remember(name, nil, list.GetResourceVersion())
+		}
+	}
+	s.mu.Lock()
+	s.watch.stale = nil
+	s.mu.Unlock()
+	s.notify()
+}
