@@ -41,6 +41,11 @@ type Discoverer struct {
 	// Deadline is how long one discovery may run before Run logs it as
 	// stuck (0: DefaultDeadline).
 	Deadline time.Duration
+	// MaxDevices caps the devices served from one drop-in (0:
+	// DefaultMaxDevices): each is a registration with the kubelet, a
+	// socket and a gRPC server. The devices past it, in id order, are
+	// refused with an ERROR and a Skip, never served.
+	MaxDevices int
 	// Exec runs the plugins; nil means invoke.ProcessExec{}.
 	Exec invoke.Exec
 	// OnExec, if set, is told how long every run of a pool's plugin took:
@@ -151,8 +156,16 @@ func (d *Discoverer) discoverConf(ctx context.Context, c *invoke.Conf) ([]Pool, 
 		d.log().Error("INFO failed; keeping the devices last seen, unhealthy", "dropIn", c.Path, "error", err)
 		return d.stale(c, p, err), nil
 	}
+	var skips []Skip
+	devices := info.Devices
+	if max := d.maxDevices(); len(devices) > max {
+		devices = slices.SortedFunc(slices.Values(devices), func(a, b spec.DeviceInfo) int { return strings.Compare(a.ID, b.ID) })[:max]
+		reason := fmt.Sprintf("%d devices, more than the %d a drop-in may serve: the first %d by id are served", len(info.Devices), max, max)
+		d.log().Error("devices refused", "dropIn", c.Path, "reason", reason)
+		skips = append(skips, Skip{DropIn: c.Path, Reason: reason})
+	}
 	byResource := map[string][]spec.DeviceInfo{}
-	for _, dev := range info.Devices {
+	for _, dev := range devices {
 		if err := cdispec.CheckDeviceName(dev.ID); err != nil {
 			d.log().Error("device skipped: its id cannot be a CDI device name", "dropIn", c.Path, "error", err)
 			continue
@@ -160,7 +173,6 @@ func (d *Discoverer) discoverConf(ctx context.Context, c *invoke.Conf) ([]Pool, 
 		byResource[dev.Resource] = append(byResource[dev.Resource], dev)
 	}
 	var pools []Pool
-	var skips []Skip
 	for res, devs := range byResource {
 		name := PoolName(res, c.ID())
 		if err := cdispec.CheckClassName(name); err != nil {
@@ -214,6 +226,17 @@ func sortedPools(m map[string]Pool) []Pool {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// DefaultMaxDevices is MaxDevices' default: a node of 5,000 devices is
+// the largest the bridge is built for (SPEC.md, README).
+const DefaultMaxDevices = 5000
+
+func (d *Discoverer) maxDevices() int {
+	if d.MaxDevices > 0 {
+		return d.MaxDevices
+	}
+	return DefaultMaxDevices
 }
 
 // DefaultDeadline is Deadline's default: far more than a discovery's

@@ -287,3 +287,31 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// A drop-in with more devices than MaxDevices serves the first ones by
+// id and refuses the rest, saying so.
+func TestDiscoverCapsDevicesPerDropIn(t *testing.T) {
+	confDir := t.TempDir()
+	writeConf(t, confDir, "tty", "many", "generic-tty", nil)
+	var devs []string
+	for _, id := range []string{"tty5", "tty1", "tty4", "tty2", "tty3"} {
+		devs = append(devs, `{"id":"`+id+`","resource":"tty","deviceNodes":[],"healthy":true,"capacity":1,"used":0,"shared":false}`)
+	}
+	inventory := `{"cdiVersion":"0.1.0","tty":5,"device_inventory":[` + strings.Join(devs, ",") + `]}`
+	d := &Discoverer{ConfDir: confDir, PluginDirs: []string{pluginDir}, MaxDevices: 3,
+		Exec: &fakeexec.Exec{Replies: map[string]fakeexec.Reply{"INFO": {Stdout: inventory}}}}
+	pools, err := d.Discover(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, dev := range pools[0].Devices {
+		ids = append(ids, dev.ID)
+	}
+	if strings.Join(ids, ",") != "tty1,tty2,tty3" {
+		t.Errorf("served %v, want tty1, tty2 and tty3", ids)
+	}
+	if skips := d.Skipped(); len(skips) != 1 || !strings.Contains(skips[0].Reason, "5 devices, more than the 3") {
+		t.Errorf("skipped %+v, want the cap's refusal", skips)
+	}
+}

@@ -36,6 +36,7 @@ type options struct {
 	// CDI spec files, and CDI names in Allocate responses.
 	cdiSpecDir string
 	cdiNames   bool
+	maxDevices int
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -60,6 +61,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.reclaimEvery, "reclaim-period", 30*time.Second, "how often slot reclaim asks the kubelet which slots containers hold")
 	fs.StringVar(&o.cdiSpecDir, "cdi-spec-dir", "/var/run/cdi", "where the CDI spec files naming this node's devices are written: a directory the container runtime reads CDI specs from")
 	fs.BoolVar(&o.cdiNames, "cdi-names", true, "name devices by CDI in Allocate responses, from spec files in --cdi-spec-dir; false writes no spec file and gives every device node as a device spec, for runtimes without CDI (containerd 1.7's default)")
+	fs.IntVar(&o.maxDevices, "max-devices-per-drop-in", discovery.DefaultMaxDevices, "devices served from one drop-in at most (each is a kubelet registration); the rest, in id order, are refused with an error")
 	fs.StringVar(&o.metricsAddr, "metrics-address", ":8089", "address serving /metrics, /healthz and /readyz; empty turns it off")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&o.execTimeout, "exec-timeout", 30*time.Second, "bound on each plugin run, ADD included (the kubelet gives Allocate none)")
@@ -105,7 +107,7 @@ func run(ctx context.Context, args []string) error {
 	}
 	m := metrics.New()
 	disc := &discovery.Discoverer{ConfDir: o.confDir, PluginDirs: invoke.SplitPath(o.pluginPath), Timeout: o.execTimeout,
-		OnExec: m.Exec, Logger: log}
+		MaxDevices: o.maxDevices, OnExec: m.Exec, Logger: log}
 	m.SkippedDropIns(func() int { return len(disc.Skipped()) })
 	stale := staleness(store)
 	m.StoreStale(func() time.Time { since, _ := stale(); return since })
