@@ -14,9 +14,10 @@ import (
 // keepDeviceNodes drops, with a note on stderr, every device with a node
 // that a container must not be given: a path that is not clean and
 // absolute or holds a control character (a newline in a file name would
-// forge lines wherever the path is printed), or an existing file that is
-// not a device node (a link from /dev/x to /etc/shadow). A node that does
-// not exist is left to the family, which reports the device unhealthy.
+// forge lines wherever the path is printed), an existing file that is
+// not a device node (a link from /dev/x to /etc/shadow), or, under a root
+// other than "/", a node that resolves out of it. A node that does not
+// exist is left to the family, which reports the device unhealthy.
 func keepDeviceNodes(h *Host, devs []Device) []Device {
 	kept := devs[:0]
 	for _, d := range devs {
@@ -48,6 +49,11 @@ func checkNodes(h *Host, nodes []spec.DeviceNode) error {
 		}
 		if !isDeviceNode(fi, h.Root) {
 			return fmt.Errorf("node %s is not a device node but %s", p, kind(fi))
+		}
+		if filepath.Clean(h.Root) != "/" {
+			if err := sysfs.Inside(h.FS, name); err != nil {
+				return fmt.Errorf("node %s leads out of root %s: %w", p, h.Root, err)
+			}
 		}
 	}
 	return nil

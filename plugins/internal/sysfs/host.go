@@ -2,7 +2,6 @@ package sysfs
 
 import (
 	"errors"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -24,22 +23,13 @@ import (
 //     also registers each descriptor with the runtime's poller and toggles
 //     O_NONBLOCK, five system calls more per sysfs attribute.
 //
-// Under a root other than "/", lookups are confined to it (os.Root): a link
-// that leads out of root, such as root/dev pointing at the host's /dev, is
-// an error rather than a way out. Under "/" nothing can lead out.
+// Like os.DirFS, it follows links wherever they lead, out of root too:
+// what a plugin returns from under another root is checked with Inside.
 //
 // A HostFS is for one call: it never forgets what it has seen.
 func HostFS(root string) fs.FS {
-	h := &hostFS{FS: os.DirFS(root), root: root, stat: map[string]infoResult{},
+	return &hostFS{FS: os.DirFS(root), root: root, stat: map[string]infoResult{},
 		lstat: map[string]infoResult{}, links: map[string]linkResult{}, dirs: map[string]dirResult{}}
-	if filepath.Clean(root) != "/" {
-		// A root that cannot be opened stays os.DirFS: its lookups fail
-		// the same way (it is missing or unreadable), so none leads out.
-		if r, err := os.OpenRoot(root); err == nil {
-			h.FS, h.confined = r.FS(), r
-		}
-	}
-	return h
 }
 
 type infoResult struct {
@@ -58,9 +48,8 @@ type dirResult struct {
 }
 
 type hostFS struct {
-	fs.FS    // os.DirFS(root) or confined.FS(): Open, ReadFile, ReadDir
-	root     string
-	confined *os.Root // nil under "/"
+	fs.FS // os.DirFS(root): Open, ReadFile, ReadDir
+	root  string
 
 	mu    sync.Mutex
 	stat  map[string]infoResult
@@ -107,14 +96,6 @@ func remember[R any](h *hostFS, memo map[string]R, name string, look func() R) R
 func (h *hostFS) readAttr(name string, limit int) ([]byte, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
-	}
-	if h.confined != nil {
-		f, err := h.confined.Open(filepath.FromSlash(name))
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		return io.ReadAll(io.LimitReader(f, int64(limit)))
 	}
 	full := filepath.Join(h.root, filepath.FromSlash(name))
 	fd, err := retryEINTR(func() (int, error) { return syscall.Open(full, syscall.O_RDONLY|syscall.O_CLOEXEC, 0) })

@@ -19,6 +19,25 @@ import (
 // nothing outside the tree is consulted. When fsys cannot read links
 // (fs.ReadLinkFS), the error wraps errors.ErrUnsupported.
 func Resolve(fsys fs.FS, name string) (string, error) {
+	return resolve(fsys, name, false)
+}
+
+// ErrLeavesTree is Inside's answer for a name whose links lead out of
+// the tree.
+var ErrLeavesTree = errors.New("a link leads out of the tree")
+
+// Inside checks that resolving name's links never leaves fsys: no link
+// on the way has an absolute target, and no ".." climbs above the top.
+// os.DirFS, and so HostFS, would follow such a link out of the tree to
+// the host's own files (a fixture's dev linking to the host's /dev). It
+// returns nil, or an error wrapping ErrLeavesTree, or the lookup's error.
+func Inside(fsys fs.FS, name string) error {
+	_, err := resolve(fsys, name, true)
+	return err
+}
+
+// resolve is Resolve; strict makes a way out of the tree ErrLeavesTree.
+func resolve(fsys fs.FS, name string, strict bool) (string, error) {
 	rl, ok := fsys.(fs.ReadLinkFS)
 	if !ok {
 		return "", fmt.Errorf("resolving %s: file system cannot read symlinks: %w", name, errors.ErrUnsupported)
@@ -32,6 +51,9 @@ func Resolve(fsys fs.FS, name string) (string, error) {
 		elem := todo[0]
 		todo = todo[1:]
 		if elem == ".." {
+			if strict && len(done) == 0 {
+				return "", &fs.PathError{Op: "resolve", Path: name, Err: ErrLeavesTree}
+			}
 			done = done[:max(len(done)-1, 0)]
 			continue
 		}
@@ -52,6 +74,9 @@ func Resolve(fsys fs.FS, name string) (string, error) {
 			return "", err
 		}
 		if strings.HasPrefix(target, "/") {
+			if strict {
+				return "", &fs.PathError{Op: "resolve", Path: cur + " -> " + target, Err: ErrLeavesTree}
+			}
 			done = nil
 		}
 		todo = append(splitPath(target), todo...)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -196,5 +197,36 @@ func TestLinkBase(t *testing.T) {
 	}
 	if _, err := LinkBase(fixture(), "sys/devices/pci0000:80/0000:80:01.1/0000:81:00.0/driver"); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("LinkBase of an unbound device = %v, want ErrNotExist", err)
+	}
+}
+
+func TestInside(t *testing.T) {
+	root := t.TempDir()
+	for _, dir := range []string{"dev/dri", "sys/devices/x"} {
+		if err := os.MkdirAll(filepath.Join(root, dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for link, target := range map[string]string{
+		"dev/card0":     "dri",                // relative, inside
+		"dev/up":        "../sys/devices/x",   // climbs, but stays inside
+		"dev/out":       "../../../etc",       // climbs above the top
+		"dev/host":      "/dev",               // absolute: the host's
+		"sys/class":     "../dev",             // inside, then through it
+		"sys/devices/y": "../../dev/host/tty", // through a link that leaves
+	} {
+		if err := os.Symlink(target, filepath.Join(root, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fsys := HostFS(root)
+	// A missing name is a lookup error, not a way out.
+	for name, leaves := range map[string]bool{
+		"dev/card0": false, "dev/up": false, "sys/class/card0": false, "dev/missing": false,
+		"dev/out": true, "dev/host/tty1": true, "sys/devices/y": true,
+	} {
+		if err := Inside(fsys, name); errors.Is(err, ErrLeavesTree) != leaves {
+			t.Errorf("Inside(%s) = %v, want leaving the tree %v", name, err, leaves)
+		}
 	}
 }
