@@ -39,6 +39,10 @@ type options struct {
 	maxDevices int
 }
 
+// errUsage is wrapped by the errors of a command line that does not parse;
+// main exits 2 for them, before anything starts.
+var errUsage = errors.New("usage")
+
 func parseFlags(args []string) (*options, error) {
 	host, _ := os.Hostname()
 	if v := os.Getenv("NODE_NAME"); v != "" {
@@ -48,13 +52,13 @@ func parseFlags(args []string) (*options, error) {
 	fs := flag.NewFlagSet("cdi-bridge", flag.ContinueOnError)
 	fs.StringVar(&o.confDir, "conf-dir", "/etc/cdi", "drop-in directory: <conf-dir>/<type>.d/*.conf")
 	fs.StringVar(&o.pluginPath, "plugin-path", invoke.DefaultPluginDir, "plugin binaries, a colon-separated search path")
-	fs.StringVar(&o.nodeName, "node-name", host, "this node's name (default $NODE_NAME, else the host name)")
+	fs.StringVar(&o.nodeName, "node-name", host, "this node's name, as the Instances record it: $NODE_NAME, else the host name")
 	fs.StringVar(&o.dpDir, "device-plugin-dir", "/var/lib/kubelet/device-plugins", "the kubelet's device-plugin directory, holding kubelet.sock")
 	fs.StringVar(&o.domain, "domain", "cdi.local", "resource domain: resources are <domain>/<pool> and <domain>/<instance>")
 	fs.StringVar(&o.store, "store", storeAuto, "instance store: kube (Instance objects in the API), local (a file on this node), or auto: kube when --kubeconfig is set or in a pod, else local")
 	fs.StringVar(&o.statePath, "local-store", "/var/lib/cdi/bridge/instances.json", "the local store's file")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file for the kube store (default: the pod's in-cluster configuration)")
-	fs.StringVar(&o.namespace, "namespace", defaultNamespace(), "namespace of the Instance objects (default $POD_NAMESPACE, else the service account's, else cdi-system)")
+	fs.StringVar(&o.namespace, "namespace", defaultNamespace(), "namespace of the Instance objects: $POD_NAMESPACE, else the service account's, else cdi-system")
 	fs.StringVar(&o.leaseName, "leader-election-lease", departed.DefaultLease, "Lease in --namespace electing the one bridge that clears the claims of deleted Nodes (kube store only); empty turns it off")
 	fs.StringVar(&o.podResources, "pod-resources-socket", "/var/lib/kubelet/pod-resources/kubelet.sock", "the kubelet's PodResources socket, for slot reclaim; empty turns reclaim off")
 	fs.DurationVar(&o.reclaimGrace, "reclaim-grace", reclaim.DefaultGrace, "how long a claimed slot may be held by no container before it is released")
@@ -66,8 +70,20 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&o.execTimeout, "exec-timeout", 30*time.Second, "bound on each plugin run, ADD included (the kubelet gives Allocate none)")
 	fs.DurationVar(&o.discoveryPeriod, "discovery-period", time.Minute, "how often INFO runs (drop-in changes are noticed within a second)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "cdi-bridge offers this node's CDI plugin devices to the kubelet as device plugins, one per device\n"+
+			"and one per pool, and keeps every device's usage slots in an Instance store (the Kubernetes API, or\n"+
+			"a local file).\n\nUsage: cdi-bridge [flags]\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
-		return nil, err
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("%w: unexpected argument %q: cdi-bridge takes flags only", errUsage, fs.Arg(0))
 	}
 	if o.nodeName == "" {
 		return nil, errors.New("--node-name is empty and the host name unknown")

@@ -104,7 +104,11 @@ func allocate(ctx context.Context, k *kubelettest.Kubelet, out io.Writer, resour
 		return err
 	}
 	ids := healthy(devs)[:count]
-	fmt.Fprintf(out, "\n%s: %s lists %d devices; Allocate %v\n", level, resource, len(devs), ids)
+	noun := "devices"
+	if len(devs) == 1 {
+		noun = "device"
+	}
+	fmt.Fprintf(out, "\n%s: %s lists %d %s; Allocate %v\n", level, resource, len(devs), noun, ids)
 	resp, err := k.Allocate(ctx, resource, ids)
 	if err != nil {
 		return fmt.Errorf("allocating %s %v: %w", resource, ids, err)

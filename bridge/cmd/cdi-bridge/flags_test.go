@@ -1,0 +1,34 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"os"
+	"testing"
+)
+
+// A command line that does not parse is a usage error (exit 2) before
+// anything starts: flags after a positional argument were ignored, so
+// `cdi-bridge extra --store bogus` ran with every default against the
+// host's real paths.
+func TestUsageErrors(t *testing.T) {
+	stderr := os.Stderr
+	os.Stderr, _ = os.Open(os.DevNull) // the flag package prints usage there
+	defer func() { os.Stderr = stderr }()
+	for _, args := range [][]string{
+		{"extra", "--store", "bogus"},
+		{"--store", "local", "extra"},
+		{"--no-such-flag"},
+		{"--reclaim-grace", "soon"},
+	} {
+		if _, err := parseFlags(args); !errors.Is(err, errUsage) {
+			t.Errorf("parseFlags(%q) = %v, want a usage error", args, err)
+		}
+	}
+	if _, err := parseFlags([]string{"--help"}); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("--help: %v, want flag.ErrHelp", err)
+	}
+	if _, err := parseFlags([]string{"--store", "local"}); err != nil {
+		t.Errorf("a good command line: %v", err)
+	}
+}
