@@ -217,3 +217,30 @@ func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
 }
+
+// INFO and LIST read: with no state yet they answer, and create nothing,
+// so that a user who cannot write the state directory can still read
+// (cditool info as non-root failed with code 13 on a mkdir).
+func TestReadOnlyCommandsCreateNothing(t *testing.T) {
+	stateDir := filepath.Join(t.TempDir(), "never-made")
+	conf := exectest.Conf(t, "0.1.0", "tty", "generic-tty", map[string]any{
+		"num_system_reserved": 12, "root": exectest.FixtureRoot(t), "stateDir": stateDir})
+	for _, cmd := range []string{"INFO", "LIST"} {
+		r := exectest.Run(t, plugin, exectest.Env("CDI_VERSION", "0.1.0", "CDI_COMMAND", cmd), conf)
+		if r.Status != 0 {
+			t.Errorf("%s: status %d, %s", cmd, r.Status, r.Stdout)
+		}
+	}
+	if _, err := os.Lstat(stateDir); !os.IsNotExist(err) {
+		t.Errorf("INFO and LIST created %s (%v)", stateDir, err)
+	}
+	r := exectest.Run(t, plugin, exectest.Env("CDI_VERSION", "0.1.0", "CDI_COMMAND", "ADD", "CDI_REQUEST", "tty:1", "CDI_REQUEST_ID", "r1"), conf)
+	if r.Status != 0 {
+		t.Fatalf("ADD: %s", r.Stdout)
+	}
+	var l spec.ListResult
+	exectest.Run(t, plugin, exectest.Env("CDI_VERSION", "0.1.0", "CDI_COMMAND", "LIST"), conf).Decode(t, &l)
+	if len(l.Allocations) != 1 {
+		t.Errorf("LIST after an ADD: %+v", l.Allocations)
+	}
+}

@@ -9,7 +9,7 @@ import (
 
 func (e *engine) info(a *skel.Args) (*spec.InfoResult, error) {
 	var out *spec.InfoResult
-	err := e.run(a, func(c *call) error {
+	err := e.view(a, func(c *call) error {
 		out = c.info()
 		return nil
 	})
@@ -49,7 +49,7 @@ func (e *engine) del(a *skel.Args) error {
 
 func (e *engine) list(a *skel.Args) (*spec.ListResult, error) {
 	out := &spec.ListResult{Allocations: []spec.Allocation{}}
-	err := e.runState(a, func(c *call) error {
+	err := e.viewState(a, func(c *call) error {
 		for id, rec := range c.state.Allocations {
 			out.Allocations = append(out.Allocations, spec.Allocation{RequestID: id, Request: rec.Request, Created: rec.Created, Result: rec.Result.ForVersion(a.Version)})
 		}

@@ -130,27 +130,40 @@ type call struct {
 // run discovers devices and runs fn on the locked state; the lock is held
 // from before discovery until the new state is saved.
 func (e *engine) run(a *skel.Args, fn func(c *call) error) error {
-	return e.locked(a, true, fn)
+	return e.withState(a, true, store.Store.Update, fn)
 }
 
-// runState runs fn on the locked state without discovering devices: DEL,
-// LIST and GC need only the state, and a release must not fail because a
+// view discovers devices and runs fn on the state as a save left it, with
+// no lock and no save (store.Store.View): INFO reads, and must work, and
+// create nothing, for a user who cannot write the state directory.
+func (e *engine) view(a *skel.Args, fn func(c *call) error) error {
+	return e.withState(a, true, store.Store.View, fn)
+}
+
+// runState runs fn on the locked state without discovering devices: DEL
+// and GC need only the state, and a release must not fail because a
 // device vanished or the device tree cannot be read.
 func (e *engine) runState(a *skel.Args, fn func(c *call) error) error {
-	return e.locked(a, false, fn)
+	return e.withState(a, false, store.Store.Update, fn)
 }
 
-// locked runs fn under the state lock, after discovery when discover is
-// set. Errors that are not protocol errors come from the store and are
-// reported as code 13.
-func (e *engine) locked(a *skel.Args, discover bool, fn func(c *call) error) error {
+// viewState is view without discovery, for LIST.
+func (e *engine) viewState(a *skel.Args, fn func(c *call) error) error {
+	return e.withState(a, false, store.Store.View, fn)
+}
+
+// withState runs fn on the state through access (store.Store.Update: under
+// the state lock; or View), after discovery when discover is set. Errors
+// that are not protocol errors come from the store and are reported as
+// code 13.
+func (e *engine) withState(a *skel.Args, discover bool, access func(store.Store, context.Context, func(*store.State) error) error, fn func(c *call) error) error {
 	opts, err := parseCommonArgs(a.Config)
 	if err != nil {
 		return err
 	}
 	path := disk.StatePath(opts.stateDir, a.Config.Type, a.Config.Plugin)
 	st := e.deps.OpenStore(path, e.deps.BootID())
-	err = st.Update(context.Background(), func(s *store.State) error {
+	err = access(st, context.Background(), func(s *store.State) error {
 		logDropped(a, s)
 		c := &call{args: a, opts: opts, inv: &Inventory{}, state: s, now: e.deps.Now()}
 		if discover {

@@ -53,6 +53,13 @@ type Store interface {
 	// state is either the old or the new one. If fn returns an error,
 	// nothing is saved and that error is returned unchanged.
 	Update(ctx context.Context, fn func(*State) error) error
+	// View loads the state and runs fn on it, with no lock and no save,
+	// for the read-only commands (INFO, LIST): saves replace the state
+	// whole, so View sees one some save left, and with no state yet it
+	// sees an empty one and creates nothing (no directory, no lock file),
+	// so that a user without write access can read. Allocations made
+	// before the last reboot are left out, as a load drops them.
+	View(ctx context.Context, fn func(*State) error) error
 }
 
 // ErrCorrupt is wrapped by the error a store returns when the stored state

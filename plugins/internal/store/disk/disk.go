@@ -68,6 +68,20 @@ func (s *Store) Update(ctx context.Context, fn func(*store.State) error) error {
 	return s.update(fn)
 }
 
+// View implements store.Store.
+func (s *Store) View(ctx context.Context, fn func(*store.State) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	st, _, err := s.load()
+	if err != nil {
+		return err
+	}
+	st.ReconcileBoot(s.bootID)
+	st.Dropped = nil // not released: nothing is saved
+	return fn(st)
+}
+
 // lock creates the state directory, checks that no one else can place
 // files in it, and takes the exclusive lock on <path>.lock, blocking until
 // it is free. A link at the lock's path is not followed: it is an error.

@@ -471,3 +471,29 @@ func TestGoroutines(t *testing.T) {
 		t.Errorf("counter = %d, %v; want %d", n, err, workers*perWorker)
 	}
 }
+
+// View reads without a lock and saves nothing: allocations of an earlier
+// boot are left out of what it shows but stay in the file for the next
+// Update to release; with no state it shows an empty one and creates
+// nothing.
+func TestViewNeitherLocksNorSaves(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tty", "p.json")
+	var n int
+	if err := disk.New(path, bootA).View(t.Context(), func(st *store.State) error { n = len(st.Allocations); return nil }); err != nil || n != 0 {
+		t.Fatalf("View of no state: %d allocations, %v", n, err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("View created %v", entries)
+	}
+	st := store.NewState(bootA)
+	st.Allocations["req-1"] = record("tty=1")
+	seed(t, path, st)
+	before := readFile(t, path)
+	if err := disk.New(path, bootB).View(t.Context(), func(st *store.State) error { n = len(st.Allocations); return nil }); err != nil || n != 0 {
+		t.Fatalf("View after a reboot: %d allocations, %v; want the earlier boot's left out", n, err)
+	}
+	if after := readFile(t, path); !bytes.Equal(after, before) {
+		t.Errorf("View changed the file")
+	}
+}

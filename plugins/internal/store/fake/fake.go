@@ -53,6 +53,26 @@ func (s *Store) Update(ctx context.Context, fn func(*store.State) error) error {
 	return nil
 }
 
+// View implements store.Store.
+func (s *Store) View(ctx context.Context, fn func(*store.State) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.failLoad != nil {
+		s.mu.Unlock()
+		return fmt.Errorf("load fake state: %w", s.failLoad)
+	}
+	st, _, err := s.load()
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	st.ReconcileBoot(s.bootID)
+	st.Dropped = nil
+	return fn(st)
+}
+
 // load decodes a fresh copy of the stored state, so that nothing fn does
 // to it or keeps of it reaches the stored state unless it is saved.
 func (s *Store) load() (*store.State, []byte, error) {
