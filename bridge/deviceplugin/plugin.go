@@ -89,7 +89,11 @@ func (p *Plugin) registration(ctx context.Context) error {
 	defer p.shutdown(g, srv, sock)
 	kubelet, err := os.Stat(filepath.Join(p.Dir, "kubelet.sock"))
 	if err != nil {
-		return fmt.Errorf("kubelet not there: %w", err)
+		err = fmt.Errorf("kubelet not there: %w", err)
+		if p.OnRegister != nil {
+			p.OnRegister(p.ResourceName, err)
+		}
+		return err
 	}
 	err = p.register(ctx, filepath.Base(sock))
 	if p.OnRegister != nil {

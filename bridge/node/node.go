@@ -2,7 +2,11 @@ package node
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -71,8 +75,11 @@ type Node struct {
 	cdiNamed  map[string]map[string]bool   // by pool name, the device ids a CDI spec names
 	instances map[string]instance.Instance // the store's, by name
 	running   map[string]context.CancelFunc
-	ready     bool
-	plugins   sync.WaitGroup // the running device plugins
+	// registered is, per running device plugin, whether its last
+	// registration attempt with the kubelet succeeded.
+	registered map[string]bool
+	ready      bool
+	plugins    sync.WaitGroup // the running device plugins
 }
 
 // New returns a Node; Run starts it.
@@ -81,15 +88,42 @@ func New(cfg Config) *Node {
 		cfg:   cfg,
 		alloc: &Allocator{Store: cfg.Store, Timeout: cfg.ExecTimeout, Prefix: cfg.Domain, Logger: cfg.Logger},
 		pools: map[string]discovery.Pool{}, instances: map[string]instance.Instance{},
-		running: map[string]context.CancelFunc{},
+		running: map[string]context.CancelFunc{}, registered: map[string]bool{},
 	}
 }
 
-// Ready reports whether the first discovery has been published.
-func (n *Node) Ready() bool {
+// Readiness is nil once the first discovery has been published and every
+// device plugin's last registration with the kubelet succeeded: until
+// then no pod on the node can be given the devices. Else it says why.
+func (n *Node) Readiness() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.ready
+	if !n.ready {
+		return errors.New("discovery has not finished")
+	}
+	var failed []string
+	for res := range n.running {
+		if !n.registered[res] {
+			failed = append(failed, res)
+		}
+	}
+	if len(failed) > 0 {
+		sort.Strings(failed)
+		return fmt.Errorf("%d of %d device plugins not registered with the kubelet: %s", len(failed), len(n.running), strings.Join(failed[:min(len(failed), 5)], ", "))
+	}
+	return nil
+}
+
+// onRegister records a registration attempt and passes it on.
+func (n *Node) onRegister(resource string, err error) {
+	n.mu.Lock()
+	if _, running := n.running[resource]; running {
+		n.registered[resource] = err == nil
+	}
+	n.mu.Unlock()
+	if n.cfg.OnRegister != nil {
+		n.cfg.OnRegister(resource, err)
+	}
 }
 
 // Run discovers, keeps the store and the device plugins in step, and

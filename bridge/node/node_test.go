@@ -27,13 +27,19 @@ const wait = 10 * time.Second
 // capacity 2, a local store and a kubelet-side fake over real sockets;
 // opts may change the Config.
 func startNode(t *testing.T, opts ...func(*Config)) *kubelettest.Kubelet {
-	return startNodeWith(t, "tty.d/generic.conf", map[string]any{"cdiVersion": "0.1.0", "name": "t", "type": "tty", "plugin": "generic-tty",
-		"args": map[string]any{"root": exectest.FixtureRoot(t), "stateDir": t.TempDir(), "num_system_reserved": 40, "capacity": 2}}, opts...)
+	k, _ := startNodeWith(t, "tty.d/generic.conf", ttyDropIn(t), opts...)
+	return k
+}
+
+// ttyDropIn serves tty41-tty44 of the fixture with capacity 2.
+func ttyDropIn(t *testing.T) map[string]any {
+	return map[string]any{"cdiVersion": "0.1.0", "name": "t", "type": "tty", "plugin": "generic-tty",
+		"args": map[string]any{"root": exectest.FixtureRoot(t), "stateDir": t.TempDir(), "num_system_reserved": 40, "capacity": 2}}
 }
 
 // startNodeWith is startNode over one drop-in, doc, at path under the
-// drop-in directory.
-func startNodeWith(t *testing.T, path string, doc map[string]any, opts ...func(*Config)) *kubelettest.Kubelet {
+// drop-in directory; it returns the Node too.
+func startNodeWith(t *testing.T, path string, doc map[string]any, opts ...func(*Config)) (*kubelettest.Kubelet, *Node) {
 	confDir := t.TempDir()
 	conf, _ := json.Marshal(doc)
 	if err := os.MkdirAll(filepath.Join(confDir, filepath.Dir(path)), 0o755); err != nil {
@@ -63,7 +69,7 @@ func startNodeWith(t *testing.T, path string, doc map[string]any, opts ...func(*
 	done := make(chan struct{})
 	go func() { _ = n.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return k
+	return k, n
 }
 
 func listIDs(devs []*pluginapi.Device) string {
@@ -220,7 +226,7 @@ func TestNodeJoinsEveryDevicesEnv(t *testing.T) {
 	for _, id := range []string{"a", "b", "c"} {
 		cameras = append(cameras, map[string]any{"id": id, "url": "rtsp://192.0.2.1/" + id})
 	}
-	k := startNodeWith(t, "camera.d/endpoint.conf", map[string]any{"cdiVersion": "0.1.0", "name": "t", "type": "camera", "plugin": "endpoint",
+	k, _ := startNodeWith(t, "camera.d/endpoint.conf", map[string]any{"cdiVersion": "0.1.0", "name": "t", "type": "camera", "plugin": "endpoint",
 		"args": map[string]any{"stateDir": t.TempDir(), "capacity": 4, "envPrefix": "CAMERA", "endpoints": cameras}})
 	const cl = "cdi.test/camera-endpoint"
 	waitList(t, k, cl, "0,1,2")
@@ -259,4 +265,29 @@ func TestNodeJoinsEveryDevicesEnv(t *testing.T) {
 	if env := envOf(ilc, free[:2]...); env["CAMERA_URL"] != "rtsp://192.0.2.1/c" || env["CAMERA_ID"] != "c" {
 		t.Errorf("Instance level, two slots of c: CAMERA_URL %q, CAMERA_ID %q; want camera c's, once", env["CAMERA_URL"], env["CAMERA_ID"])
 	}
+}
+
+// The node is ready only while every device plugin is registered with the
+// kubelet: /readyz said ok while every registration was failing.
+func TestReadinessNeedsRegistrations(t *testing.T) {
+	k, n := startNodeWith(t, "tty.d/generic.conf", ttyDropIn(t))
+	waitReadiness(t, n, "")
+	k.Stop() // the kubelet is gone
+	waitReadiness(t, n, "not registered with the kubelet")
+	if err := k.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	waitReadiness(t, n, "")
+}
+
+// waitReadiness waits until n.Readiness is nil (want "") or says want.
+func waitReadiness(t *testing.T, n *Node, want string) {
+	t.Helper()
+	var err error
+	for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if err = n.Readiness(); (want == "" && err == nil) || (want != "" && err != nil && strings.Contains(err.Error(), want)) {
+			return
+		}
+	}
+	t.Fatalf("Readiness = %v, want %q", err, want)
 }

@@ -105,6 +105,7 @@ func (n *Node) reconcilePlugins(ctx context.Context) {
 	for _, res := range stop {
 		n.running[res]()
 		delete(n.running, res)
+		delete(n.registered, res)
 		n.log().Info("device plugin stopped", "resource", res)
 	}
 	for res, h := range want {
@@ -114,7 +115,7 @@ func (n *Node) reconcilePlugins(ctx context.Context) {
 		pctx, cancel := context.WithCancel(ctx)
 		n.running[res] = cancel
 		p := &deviceplugin.Plugin{ResourceName: res, Dir: n.cfg.DevicePluginDir, Handler: h, Logger: n.cfg.Logger,
-			PollInterval: n.cfg.KubeletPoll, OnRegister: n.cfg.OnRegister, Preferred: isCL(h)}
+			PollInterval: n.cfg.KubeletPoll, OnRegister: n.onRegister, Preferred: isCL(h)}
 		n.plugins.Add(1)
 		go func() { defer n.plugins.Done(); _ = p.Run(pctx) }()
 	}

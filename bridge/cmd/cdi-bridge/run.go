@@ -195,7 +195,8 @@ func staleness(store instance.Store) func() (time.Time, error) {
 
 // serveHTTP serves, on one listener, /metrics, /healthz (while the
 // process runs) and /readyz: ready once the first discovery is published
-// and while the instance store's view is current. Its body lists the
+// and every device plugin registered (node.Readiness), and while the
+// instance store's view is current. Its body lists the
 // drop-ins discovery skipped, which do not make the bridge unready: the
 // others are served.
 func serveHTTP(ctx context.Context, addr string, h readiness, m *metrics.Metrics, log *slog.Logger) error {
@@ -207,8 +208,8 @@ func serveHTTP(ctx context.Context, addr string, h readiness, m *metrics.Metrics
 	mux.Handle("/metrics", m.Handler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !h.n.Ready() {
-			http.Error(w, "discovery has not finished", http.StatusServiceUnavailable)
+		if err := h.n.Readiness(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		if since, err := h.stale(); !since.IsZero() {
