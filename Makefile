@@ -28,7 +28,8 @@ help:
 build:
 	@mkdir -p bin
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-s -o bin/ $(addprefix ./plugins/,$(PLUGINS))
-	$(GO) build -trimpath -o bin/ ./spec/cmd/cditool ./bridge/cmd/cdi-bridge
+	@# -buildvcs=auto: the tools report the commit they were built from (--version).
+	$(GO) build -trimpath -buildvcs=auto -o bin/ ./spec/cmd/cditool ./bridge/cmd/cdi-bridge
 
 # Drop-ins an operator already has are left alone: they are configuration.
 install: build

@@ -26,8 +26,9 @@ type Metrics struct {
 	registrations *prometheus.CounterVec
 }
 
-// New returns the collectors registered on a fresh registry.
-func New() *Metrics {
+// New returns the collectors registered on a fresh registry, with
+// cdi_bridge_build_info{version} set to 1 for this build.
+func New(version string) *Metrics {
 	m := &Metrics{
 		Registry: prometheus.NewRegistry(),
 		allocations: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -44,7 +45,12 @@ func New() *Metrics {
 			Help: "Device plugin registrations with the kubelet, by resource and result (ok, failed).",
 		}, []string{"resource", "result"}),
 	}
-	m.Registry.MustRegister(m.allocations, m.exec, m.registrations,
+	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "build_info", Help: "Always 1; the version label is the running build.",
+		ConstLabels: prometheus.Labels{"version": version},
+	})
+	buildInfo.Set(1)
+	m.Registry.MustRegister(m.allocations, m.exec, m.registrations, buildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -12,7 +12,7 @@ import (
 )
 
 func TestCounters(t *testing.T) {
-	m := New()
+	m := New("test")
 	m.Allocation("cdi.test/tty", "configuration", "ok")
 	m.Allocation("cdi.test/tty", "configuration", "ok")
 	m.Allocation("cdi.test/tty", "configuration", "denied")
@@ -40,7 +40,7 @@ func TestCounters(t *testing.T) {
 
 // Each Metrics has its own registry: two of them share no counts.
 func TestRegistriesAreSeparate(t *testing.T) {
-	a, b := New(), New()
+	a, b := New("test"), New("test")
 	a.Allocation("r", "instance", "ok")
 	if n, err := testutil.GatherAndCount(b.Registry, "cdi_bridge_allocations_total"); err != nil || n != 0 {
 		t.Errorf("the second registry holds %d allocation series (%v), want 0", n, err)
@@ -48,7 +48,7 @@ func TestRegistriesAreSeparate(t *testing.T) {
 }
 
 func TestExecHistogram(t *testing.T) {
-	m := New()
+	m := New("test")
 	m.Exec("generic-tty", "ADD", 3*time.Millisecond)
 	m.Exec("generic-tty", "ADD", 20*time.Second)
 	want := `
@@ -79,7 +79,7 @@ cdi_bridge_plugin_exec_duration_seconds_count{command="ADD",plugin="generic-tty"
 
 // The handler serves the bridge's metrics and the Go and process ones.
 func TestHandler(t *testing.T) {
-	m := New()
+	m := New("test")
 	m.Allocation("cdi.test/tty", "instance", "failed")
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
@@ -95,12 +95,21 @@ func TestHandler(t *testing.T) {
 }
 
 func TestSkippedDropIns(t *testing.T) {
-	m := New()
+	m := New("test")
 	n := 2
 	m.SkippedDropIns(func() int { return n })
 	const want = "# HELP cdi_bridge_dropins_skipped Drop-ins, or pools of one, that the last discovery did not serve (/readyz says which and why).\n" +
 		"# TYPE cdi_bridge_dropins_skipped gauge\ncdi_bridge_dropins_skipped 2\n"
 	if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(want), "cdi_bridge_dropins_skipped"); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestBuildInfo(t *testing.T) {
+	m := New("v1.2.3")
+	const want = "# HELP cdi_bridge_build_info Always 1; the version label is the running build.\n" +
+		"# TYPE cdi_bridge_build_info gauge\ncdi_bridge_build_info{version=\"v1.2.3\"} 1\n"
+	if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(want), "cdi_bridge_build_info"); err != nil {
 		t.Error(err)
 	}
 }

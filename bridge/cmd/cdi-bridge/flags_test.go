@@ -31,4 +31,7 @@ func TestUsageErrors(t *testing.T) {
 	if _, err := parseFlags([]string{"--store", "local"}); err != nil {
 		t.Errorf("a good command line: %v", err)
 	}
+	if o, err := parseFlags([]string{"--version"}); err != nil || !o.version {
+		t.Errorf("--version: %+v, %v", o, err)
+	}
 }

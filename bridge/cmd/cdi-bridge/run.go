@@ -19,6 +19,7 @@ import (
 	"github.com/cdiexec/cdi/bridge/metrics"
 	"github.com/cdiexec/cdi/bridge/node"
 	"github.com/cdiexec/cdi/bridge/reclaim"
+	"github.com/cdiexec/cdi/spec/buildinfo"
 	"github.com/cdiexec/cdi/spec/invoke"
 )
 
@@ -37,6 +38,7 @@ type options struct {
 	cdiSpecDir string
 	cdiNames   bool
 	maxDevices int
+	version    bool
 }
 
 // errUsage is wrapped by the errors of a command line that does not parse;
@@ -65,6 +67,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.reclaimEvery, "reclaim-period", 30*time.Second, "how often slot reclaim asks the kubelet which slots containers hold")
 	fs.StringVar(&o.cdiSpecDir, "cdi-spec-dir", "/var/run/cdi", "where the CDI spec files naming this node's devices are written: a directory the container runtime reads CDI specs from")
 	fs.BoolVar(&o.cdiNames, "cdi-names", true, "name devices by CDI in Allocate responses, from spec files in --cdi-spec-dir; false writes no spec file and gives every device node as a device spec, for runtimes without CDI (containerd 1.7's default)")
+	fs.BoolVar(&o.version, "version", false, "print cdi-bridge's build and exit")
 	fs.IntVar(&o.maxDevices, "max-devices-per-drop-in", discovery.DefaultMaxDevices, "devices served from one drop-in at most (each is a kubelet registration); the rest, in id order, are refused with an error")
 	fs.StringVar(&o.metricsAddr, "metrics-address", ":8089", "address serving /metrics, /healthz and /readyz; empty turns it off")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -99,12 +102,16 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if o.version {
+		fmt.Println("cdi-bridge", buildinfo.Version())
+		return nil
+	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	log.Info("starting", "node", o.nodeName, "confDir", o.confDir, "pluginPath", o.pluginPath, "domain", o.domain)
+	log.Info("starting", "version", buildinfo.Version(), "node", o.nodeName, "confDir", o.confDir, "pluginPath", o.pluginPath, "domain", o.domain)
 	store, cfg, err := openStore(ctx, o, log)
 	if err != nil {
 		return err
@@ -121,7 +128,7 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	m := metrics.New()
+	m := metrics.New(buildinfo.Version())
 	disc := &discovery.Discoverer{ConfDir: o.confDir, PluginDirs: invoke.SplitPath(o.pluginPath), Timeout: o.execTimeout,
 		MaxDevices: o.maxDevices, OnExec: m.Exec, Logger: log}
 	m.SkippedDropIns(func() int { return len(disc.Skipped()) })

@@ -96,7 +96,7 @@ func compile(o options, bin string, log io.Writer) (map[string]file, error) {
 	for imgPath, pkg := range pkgs {
 		dst := filepath.Join(bin, strings.ReplaceAll(imgPath, "/", "_"))
 		fmt.Fprintf(log, "image: building %s for linux/%s\n", pkg, o.arch)
-		cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -buildid=", "-o", dst, pkg)
+		cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=auto", "-ldflags=-s -buildid=", "-o", dst, pkg)
 		cmd.Dir, cmd.Stderr = o.repo, log
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+o.arch)
 		if err := cmd.Run(); err != nil {

@@ -223,6 +223,7 @@ func TestRunInProcess(t *testing.T) {
 		{[]string{"--help"}, 0, "Exit status:", ""},
 		{[]string{"-h"}, 0, "-conf-dir directory", ""},
 		{[]string{"help"}, 0, "Usage: cditool", ""},
+		{[]string{"--version"}, 0, "cditool ", ""},
 		{[]string{"info"}, 2, "", "no resource-type given"},
 		{[]string{"--path", ":", "info", "tty"}, 2, "", "--path is empty"},
 		{[]string{"--", "--json"}, 2, "", `unknown command "--json"`},

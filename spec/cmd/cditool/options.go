@@ -21,6 +21,7 @@ type options struct {
 	timeout    time.Duration
 	numa       string
 	devices    string
+	version    bool
 	// set holds the names of the flags given on the command line.
 	set map[string]bool
 }
@@ -38,6 +39,7 @@ func newFlagSet(o *options, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.devices, "devices", "", "add: pin the allocation to these device `ids` (CDI_REQUEST_DEVICES, protocol 0.1.0)")
 	fs.BoolVar(&o.all, "all", false, "gc: nothing is valid, release every allocation of the type")
 	fs.StringVar(&o.cdiVersion, "cdi-version", "", "send this CDI_VERSION instead of negotiating one with the plugin")
+	fs.BoolVar(&o.version, "version", false, "print cditool's build and exit")
 	return fs
 }
 

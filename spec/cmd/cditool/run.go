@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/cdiexec/cdi/spec"
+	"github.com/cdiexec/cdi/spec/buildinfo"
 	"github.com/cdiexec/cdi/spec/invoke"
 )
 
@@ -17,6 +18,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o, fs, pos, err := parseOptions(args, stderr)
 	if errors.Is(err, flag.ErrHelp) || (err == nil && len(pos) == 1 && pos[0] == "help") {
 		printUsage(stdout, fs)
+		return exitOK
+	}
+	if err == nil && o.version {
+		fmt.Fprintln(stdout, "cditool", buildinfo.Version())
 		return exitOK
 	}
 	if err == nil {
