@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -128,9 +129,23 @@ func TestMetrics(t *testing.T) {
 	case <-time.After(wait):
 		t.Fatal("the bridge never logged its metrics address")
 	}
+	// Ready once every device plugin has registered, which may come a
+	// moment after the pool's list.
 	for _, path := range []string{"/healthz", "/readyz"} {
-		if resp, err := http.Get("http://" + addr + path); err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("GET %s = %v, %v", path, resp, err)
+		var status string
+		for deadline := time.Now().Add(wait); ; time.Sleep(20 * time.Millisecond) {
+			resp, err := http.Get("http://" + addr + path)
+			if err == nil {
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					break
+				}
+				status = fmt.Sprintf("%s: %s", resp.Status, body)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("GET %s = %s, %v", path, status, err)
+			}
 		}
 	}
 	allocated := series{"cdi_bridge_allocations_total", map[string]string{"resource": pool, "level": "configuration", "result": "ok"}}
