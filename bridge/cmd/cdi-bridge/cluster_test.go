@@ -190,17 +190,7 @@ func raceForSlot(t *testing.T, nodes []*clusterNode, il, slot, other string) {
 // instant and returns the only node granted it, or nil.
 func allocateAtOnce(t *testing.T, nodes []*clusterNode, il, slot string) *clusterNode {
 	t.Helper()
-	errs := make([]error, len(nodes))
-	gate := make(chan struct{})
-	var wg sync.WaitGroup
-	for i, n := range nodes {
-		wg.Go(func() {
-			<-gate
-			_, errs[i] = n.kubelet.Allocate(context.Background(), il, []string{slot})
-		})
-	}
-	close(gate)
-	wg.Wait()
+	errs := atOnce(nodes, il, slot)
 	var winners []*clusterNode
 	for i, err := range errs {
 		if err == nil {
@@ -236,7 +226,7 @@ func TestPoolRace(t *testing.T) {
 	allGranted := 0
 	start := time.Now()
 	for round := range rounds {
-		errs := allocateVDevAtOnce(nodes, "0")
+		errs := atOnce(nodes, camPool, "0")
 		if err := errors.Join(errs...); err != nil {
 			t.Errorf("round %d: refused while a camera was free: %v", round, err)
 		} else {
@@ -253,16 +243,16 @@ func TestPoolRace(t *testing.T) {
 	t.Logf("%d of %d rounds granted all three nodes, in %v", allGranted, rounds, time.Since(start).Round(time.Millisecond))
 }
 
-// allocateVDevAtOnce has every node's kubelet ask its camera pool for
-// vdev at the same instant, and returns each node's error.
-func allocateVDevAtOnce(nodes []*clusterNode, vdev string) []error {
+// atOnce has every node's kubelet Allocate id of resource at the same
+// instant, and returns each node's error.
+func atOnce(nodes []*clusterNode, resource, id string) []error {
 	errs := make([]error, len(nodes))
 	gate := make(chan struct{})
 	var wg sync.WaitGroup
 	for i, n := range nodes {
 		wg.Go(func() {
 			<-gate
-			_, errs[i] = n.kubelet.Allocate(context.Background(), camPool, []string{vdev})
+			_, errs[i] = n.kubelet.Allocate(context.Background(), resource, []string{id})
 		})
 	}
 	close(gate)
