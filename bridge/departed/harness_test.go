@@ -206,6 +206,19 @@ func (c *cluster) waitFor(what string, cond func(map[string]instance.Instance) b
 	c.t.Fatalf("%s: not within %v; instances %+v", what, waitLimit, last)
 }
 
+// forgets waits until the janitors' ForgetNode calls number at least n
+// and returns them: a call is recorded when it returns, and its writes
+// can reach the admin's store (waitFor) a moment before.
+func (c *cluster) forgets(n int) []forget {
+	c.t.Helper()
+	for deadline := time.Now().Add(waitLimit); time.Now().Before(deadline); time.Sleep(pollPeriod) {
+		if calls := c.rec.calls(); len(calls) >= n {
+			return calls
+		}
+	}
+	return c.rec.calls()
+}
+
 // instances are the Instances by name, as the admin's store sees them.
 func (c *cluster) instances() map[string]instance.Instance {
 	c.t.Helper()

@@ -88,7 +88,7 @@ func testDeleted(t *testing.T, s server) {
 	// Every call counts, not only those that freed something: a second
 	// janitor acting at the same time could free nothing, its writes
 	// losing the race, and still show that two acted.
-	if calls := c.rec.calls(); len(calls) != 1 || calls[0] != (forget{who: first, node: "a-n1", freed: 3}) {
+	if calls := c.forgets(1); len(calls) != 1 || calls[0] != (forget{who: first, node: "a-n1", freed: 3}) {
 		t.Fatalf("ForgetNode calls %+v; want one, by the leader %s, freeing a-n1's 3 slots", calls, first)
 	}
 	if in := c.instances()[cam.Name]; !is(in, []string{"a-n2", "a-n3"}, want) {
@@ -111,7 +111,7 @@ func testSweep(t *testing.T, s server) {
 		_, yardLeft := m[yard.Name]
 		return !yardLeft && is(m[cam.Name], []string{"b-n2"}, want)
 	})
-	if calls := c.rec.calls(); len(calls) != 1 || calls[0] != (forget{who: "b-n2", node: "b-gone", freed: 2}) {
+	if calls := c.forgets(1); len(calls) != 1 || calls[0] != (forget{who: "b-n2", node: "b-gone", freed: 2}) {
 		t.Fatalf("ForgetNode calls %+v; want one, of b-gone's 2 slots", calls)
 	}
 }
