@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/pkg/parser"
@@ -186,7 +188,7 @@ func (d *Dir) write(k Kind) (map[string]bool, error) {
 		return nil, err
 	}
 	name := FileName(k)
-	if have, err := os.ReadFile(filepath.Join(d.path, name)); err == nil && bytes.Equal(have, want) {
+	if have, err := readRegular(filepath.Join(d.path, name)); err == nil && bytes.Equal(have, want) {
 		return names, nil
 	}
 	if err := d.cache.WriteSpec(s, name); err != nil {
@@ -223,7 +225,7 @@ func (d *Dir) owns(name string) bool {
 	if !strings.HasPrefix(name, FilePrefix+cdi.GenerateSpecName(d.vendor, "")) || !strings.HasSuffix(name, ".json") {
 		return false
 	}
-	data, err := os.ReadFile(filepath.Join(d.path, name))
+	data, err := readRegular(filepath.Join(d.path, name))
 	if err != nil {
 		return false
 	}
@@ -234,3 +236,22 @@ func (d *Dir) owns(name string) bool {
 	vendor, _ := parser.ParseQualifier(head.Kind)
 	return vendor == d.vendor
 }
+
+// readRegular reads the regular file at path, never through a link and
+// never blocking on what is not a file (a FIFO placed at a spec's name
+// would stop every publish).
+func readRegular(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", path)
+	}
+	return io.ReadAll(io.LimitReader(f, maxSpecSize))
+}
+
+// maxSpecSize bounds what readRegular reads: a spec of this package is a
+// few kilobytes per hundred devices.
+const maxSpecSize = 16 << 20

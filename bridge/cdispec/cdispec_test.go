@@ -5,7 +5,9 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"syscall"
 	"testing"
+	"time"
 
 	oci "github.com/opencontainers/runtime-spec/specs-go"
 	"tags.cncf.io/container-device-interface/pkg/cdi"
@@ -197,4 +199,40 @@ func sorted(s []string) []string {
 	s = append([]string(nil), s...)
 	sort.Strings(s)
 	return s
+}
+
+// A FIFO or a link placed at a spec's name neither blocks Sync nor is
+// written through: the library's writer renames a new file over it.
+func TestSyncOverAFIFOAndALink(t *testing.T) {
+	dir := t.TempDir()
+	d, err := Open(dir, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tty := Kind{Vendor: "a", Class: "tty", Devices: []Device{{Name: "n", Nodes: []spec.DeviceNode{nullNode}}}}
+	gpu := Kind{Vendor: "a", Class: "gpu", Devices: []Device{{Name: "n", Nodes: []spec.DeviceNode{nullNode}}}}
+	if err := syscall.Mkfifo(filepath.Join(dir, FileName(tty)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(t.TempDir(), "target")
+	if err := os.WriteFile(target, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(dir, FileName(gpu))); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := d.Sync([]Kind{tty, gpu}); done <- err }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Sync blocked on a FIFO at a spec's name")
+	}
+	if data, _ := os.ReadFile(target); string(data) != "keep" {
+		t.Errorf("the link's target became %q", data)
+	}
+	resolve(t, dir, tty.QualifiedName("n"), gpu.QualifiedName("n"))
 }
