@@ -19,6 +19,13 @@ import (
 // elsewhere and not slots freed elsewhere.
 const ResyncInterval = 500 * time.Millisecond
 
+// ResyncWindow is how long after the last failed list or watch resync
+// keeps listing, even once the API server accepts a watch again: an
+// accepted watch can still end at once (a resourceVersion the restarted
+// server no longer has), and the informer's list after that may wait out
+// its backoff. It is the informer's longest backoff.
+const ResyncWindow = 30 * time.Second
+
 // StartConfig is Start with a client made from cfg, whose requests the
 // Store follows: when its informer's list or watch cannot reach the API
 // server the Store knows its view may fall behind (Stale), and lists the
@@ -66,7 +73,7 @@ func (s *Store) observeWatch(req *http.Request, resp *http.Response, err error) 
 		s.lostWatch(nil, fmt.Errorf("listing instances: %s", resp.Status))
 	case req.URL.Query().Get("watch") == "true" && resp.StatusCode == http.StatusOK:
 		s.mu.Lock()
-		s.watch.broken, s.watch.stale = false, nil
+		s.watch.accepted, s.watch.stale = true, nil
 		s.mu.Unlock()
 	}
 }
@@ -79,8 +86,11 @@ type staleness struct {
 
 // watchState is the informer's watch as the Store follows it (under mu).
 type watchState struct {
-	// broken is set while the informer has no watch.
-	broken bool
+	// broken is set when a list or watch fails, and cleared once a watch
+	// was accepted since and ResyncWindow has passed since lastFailure.
+	broken      bool
+	accepted    bool
+	lastFailure time.Time
 	// stale is set when the watch is lost, until a list answers (relist,
 	// or the informer's new watch); nil while the view is current.
 	stale *staleness
@@ -92,7 +102,7 @@ type watchState struct {
 // behind from now on. It is also the informer's watch error handler.
 func (s *Store) lostWatch(_ *cache.Reflector, err error) {
 	s.mu.Lock()
-	s.watch.broken = true
+	s.watch.broken, s.watch.accepted, s.watch.lastFailure = true, false, time.Now()
 	if s.watch.stale == nil {
 		s.watch.stale = &staleness{since: time.Now()}
 	}
@@ -116,10 +126,11 @@ func (s *Store) Stale() (time.Time, error) {
 	return s.watch.stale.since, s.watch.stale.err
 }
 
-// resync, while the informer has no watch, lists the Instances every
+// resync, while the informer may lack a watch, lists the Instances every
 // ResyncInterval and takes what the API returns as newer than the
 // informer's copies (as it takes this Store's own writes), until the
-// informer watches again.
+// informer watches again and ResyncWindow has passed since the last
+// failure.
 func (s *Store) resync(ctx context.Context) {
 	for {
 		select {
@@ -140,13 +151,18 @@ func (s *Store) resync(ctx context.Context) {
 func (s *Store) watchBroken() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.watch.broken && s.watch.accepted && time.Since(s.watch.lastFailure) > ResyncWindow {
+		s.watch.broken = false
+	}
 	return s.watch.broken
 }
 
 // relist lists the Instances from the API server and remembers each as
 // the newest copy, and every cached one the list lacks as deleted.
 func (s *Store) relist(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	// Short: a list that waits (client-go held the first one after a
+	// restart in its rate limiter for 5 s) is tried again sooner.
+	ctx, cancel := context.WithTimeout(ctx, 2*ResyncInterval)
 	defer cancel()
 	list, err := s.client.List(ctx, metav1.ListOptions{})
 	if err != nil {
