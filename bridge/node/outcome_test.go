@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -101,7 +102,7 @@ type cuttingProxy struct {
 }
 
 func startCuttingProxy(t *testing.T, upstream string) *cuttingProxy {
-	u, err := url(upstream)
+	u, err := url.Parse(upstream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +130,7 @@ func startCuttingProxy(t *testing.T, upstream string) *cuttingProxy {
 			p.mu.Lock()
 			p.conns = append(p.conns, c)
 			p.mu.Unlock()
-			wg.Go(func() { p.serve(c, u) })
+			wg.Go(func() { p.serve(c, u.Host) })
 		}
 	})
 	return p
@@ -158,13 +159,4 @@ func (p *cuttingProxy) serve(c net.Conn, upstream string) {
 			return
 		}
 	}
-}
-
-// url is the host:port of an apiserver URL, https://127.0.0.1:port.
-func url(host string) (string, error) {
-	const prefix = "https://"
-	if len(host) <= len(prefix) || host[:len(prefix)] != prefix {
-		return "", errors.New("not an https URL: " + host)
-	}
-	return host[len(prefix):], nil
 }
