@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -76,13 +77,23 @@ func shortDir(t *testing.T) string {
 	return dir
 }
 
-func startPlugin(t *testing.T, dir string, h Handler) (stop func()) {
+// startPlugins runs Plugins in dir, polling fast, with at most parallel
+// registrations in flight (0: the default), and returns it.
+func startPlugins(t *testing.T, dir string, log *slog.Logger, parallel int) (ps *Plugins, stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &Plugin{Logger: slog.New(slog.NewTextHandler(os.Stderr, nil)), ResourceName: "cdi.example.com/cam", Dir: dir, Handler: h, Preferred: true, PollInterval: 20 * time.Millisecond, StreamGrace: 200 * time.Millisecond}
+	ps = &Plugins{Logger: log, Dir: dir, PollInterval: 20 * time.Millisecond, StreamGrace: 200 * time.Millisecond, Parallel: parallel}
 	done := make(chan struct{})
-	go func() { _ = p.Run(ctx); close(done) }()
-	stop = func() { cancel(); <-done }
+	go func() { _ = ps.Run(ctx); close(done) }()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
 	t.Cleanup(stop)
+	return ps, stop
+}
+
+// startPlugin serves cdi.example.com/cam with h.
+func startPlugin(t *testing.T, dir string, h Handler) (stop func()) {
+	ps, stop := startPlugins(t, dir, slog.New(slog.NewTextHandler(os.Stderr, nil)), 0)
+	ps.Add(Spec{Resource: "cdi.example.com/cam", Handler: h, Preferred: true})
 	return stop
 }
 
@@ -248,5 +259,118 @@ func TestRemoveStaleSockets(t *testing.T) {
 	left, _ := filepath.Glob(filepath.Join(dir, "*"))
 	if len(left) != 4 {
 		t.Errorf("left %v, want the served, other-domain, kubelet and plain files", left)
+	}
+}
+
+// syncBuffer is a log destination safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Without a kubelet, nothing is attempted and the wait is logged once,
+// not once per plugin per retry; when kubelet.sock appears, every plugin
+// registers.
+func TestWaitsQuietlyForTheKubelet(t *testing.T) {
+	dir := shortDir(t)
+	var log syncBuffer
+	ps, _ := startPlugins(t, dir, slog.New(slog.NewTextHandler(&log, nil)), 0)
+	resources := []string{"cdi.example.com/a", "cdi.example.com/b", "cdi.example.com/c"}
+	for _, res := range resources {
+		ps.Add(Spec{Resource: res, Handler: &fakeHandler{devs: []Device{{ID: "x", Healthy: true}}}})
+	}
+	time.Sleep(300 * time.Millisecond) // fifteen polls
+	if socks, _ := filepath.Glob(filepath.Join(dir, "*.sock")); len(socks) != 0 {
+		t.Errorf("sockets served with no kubelet to register with: %v", socks)
+	}
+	if n := strings.Count(log.String(), "level="); n != 1 || !strings.Contains(log.String(), "waiting for the kubelet") {
+		t.Errorf("log without a kubelet, want one line saying it waits:\n%s", log.String())
+	}
+	k, err := kubelettest.Start(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Stop()
+	for _, res := range resources {
+		if _, err := k.WaitFor(res, wait, func(n int, d []*pluginapi.Device) bool { return n == 1 && len(d) == 1 }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if strings.Contains(log.String(), "level=ERROR") {
+		t.Errorf("errors logged:\n%s", log.String())
+	}
+}
+
+// A removed plugin's stream gets an empty list and its socket goes; the
+// others serve on.
+func TestRemove(t *testing.T) {
+	dir := shortDir(t)
+	k, err := kubelettest.Start(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Stop()
+	ps, _ := startPlugins(t, dir, slog.New(slog.DiscardHandler), 0)
+	h := &fakeHandler{devs: []Device{{ID: "x", Healthy: true}}}
+	ps.Add(Spec{Resource: "cdi.example.com/a", Handler: h})
+	ps.Add(Spec{Resource: "cdi.example.com/b", Handler: h})
+	for _, res := range []string{"cdi.example.com/a", "cdi.example.com/b"} {
+		if _, err := k.WaitFor(res, wait, func(n int, d []*pluginapi.Device) bool { return n == 1 && len(d) == 1 }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ps.Remove("cdi.example.com/a")
+	if _, err := k.WaitFor("cdi.example.com/a", wait, func(_ int, d []*pluginapi.Device) bool { return d != nil && len(d) == 0 }); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(wait)
+	for socks, _ := filepath.Glob(filepath.Join(dir, "cdi.example.com_a-*.sock")); len(socks) > 0; socks, _ = filepath.Glob(filepath.Join(dir, "cdi.example.com_a-*.sock")) {
+		if time.Now().After(deadline) {
+			t.Fatalf("socket of the removed plugin still there: %v", socks)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	h.set(Device{ID: "x", Healthy: true}, Device{ID: "y", Healthy: true})
+	if _, err := k.WaitFor("cdi.example.com/b", wait, func(n int, d []*pluginapi.Device) bool { return n == 1 && len(d) == 2 }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Many plugins register through a few workers, each once.
+func TestManyPlugins(t *testing.T) {
+	dir := shortDir(t)
+	k, err := kubelettest.Start(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Stop()
+	ps, stop := startPlugins(t, dir, slog.New(slog.DiscardHandler), 3)
+	const n = 300
+	h := &fakeHandler{devs: []Device{{ID: "x", Healthy: true}}}
+	for i := range n {
+		ps.Add(Spec{Resource: "cdi.example.com/r" + strconv.Itoa(i), Handler: h})
+	}
+	err = k.Await(wait, func(history map[string][]kubelettest.List) bool { return len(history) == n })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if regs := len(k.Registrations()); regs != n {
+		t.Errorf("%d registrations of %d plugins", regs, n)
+	}
+	stop()
+	if socks, _ := filepath.Glob(filepath.Join(dir, "cdi.example.com_*.sock")); len(socks) != 0 {
+		t.Errorf("%d sockets left after Run returned", len(socks))
 	}
 }

@@ -64,7 +64,7 @@ func (s *server) ListAndWatch(_ *pluginapi.Empty, stream pluginapi.DevicePlugin_
 		// A change signal need not change this resource's list (a claim
 		// elsewhere in the pool, the store announcing a write twice): the
 		// kubelet is sent only lists that differ from the last.
-		if devs := s.handler.Devices(); first || !sameDevices(devs, last) {
+		if devs := s.handler.Devices(); first || !Equal(devs, last) {
 			if err := stream.Send(&pluginapi.ListAndWatchResponse{Devices: toAPI(devs)}); err != nil {
 				return err
 			}
@@ -96,8 +96,8 @@ func (s *server) PreStartContainer(context.Context, *pluginapi.PreStartContainer
 	return &pluginapi.PreStartContainerResponse{}, nil
 }
 
-// sameDevices reports whether two lists are the same, in the same order.
-func sameDevices(a, b []Device) bool {
+// Equal reports whether two lists are the same, in the same order.
+func Equal(a, b []Device) bool {
 	return slices.EqualFunc(a, b, func(x, y Device) bool {
 		return x.ID == y.ID && x.Healthy == y.Healthy && slices.Equal(x.NUMANodes, y.NUMANodes)
 	})

@@ -4,57 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
-	"github.com/cdiexec/cdi/bridge/cdispec"
 	"github.com/cdiexec/cdi/bridge/deviceplugin"
-	"github.com/cdiexec/cdi/bridge/discovery"
 	"github.com/cdiexec/cdi/bridge/instance"
-	"github.com/cdiexec/cdi/bridge/pool"
-	"github.com/cdiexec/cdi/spec"
 )
-
-// view is what a handler needs from the Node, copied under its lock.
-type view struct {
-	pool      discovery.Pool
-	instances []instance.Instance // of the pool, sorted by name
-	devices   map[string]spec.DeviceInfo
-	cdiNamed  map[string]bool // device ids a CDI spec file names
-	kind      cdispec.Kind    // the pool's CDI kind, without devices
-	rules     pool.Pool
-}
-
-func (n *Node) view(poolName string) (view, bool) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	p, ok := n.pools[poolName]
-	if !ok {
-		return view{}, false
-	}
-	v := view{pool: p, devices: map[string]spec.DeviceInfo{}, cdiNamed: n.cdiNamed[poolName],
-		kind: cdispec.Kind{Vendor: n.cfg.Domain, Class: poolName}}
-	unhealthy, numa := map[string]bool{}, map[string]int{}
-	for _, d := range p.Devices {
-		v.devices[d.ID] = d
-	}
-	for _, in := range n.instances {
-		if in.Config != poolName {
-			continue
-		}
-		v.instances = append(v.instances, in)
-		if d, seen := v.devices[in.DeviceID]; !seen || !d.Healthy {
-			unhealthy[in.Name] = true
-		}
-		if nodes := v.numa(&in); len(nodes) > 0 {
-			numa[in.Name] = nodes[0]
-		}
-	}
-	sort.Slice(v.instances, func(i, j int) bool { return v.instances[i].Name < v.instances[j].Name })
-	v.rules = pool.Pool{Node: n.cfg.NodeName, Instances: v.instances, Unhealthy: unhealthy, NUMA: numa}
-	return v, true
-}
 
 func (v view) numa(in *instance.Instance) []int {
 	if d, ok := v.devices[in.DeviceID]; ok && d.NUMANode != nil && *d.NUMANode >= 0 {
@@ -64,10 +19,8 @@ func (v view) numa(in *instance.Instance) []int {
 }
 
 func (v view) byName(name string) *instance.Instance {
-	for i := range v.instances {
-		if v.instances[i].Name == name {
-			return &v.instances[i]
-		}
+	if i, ok := v.index[name]; ok {
+		return &v.instances[i]
 	}
 	return nil
 }
@@ -99,19 +52,13 @@ type ilHandler struct {
 }
 
 func (h *ilHandler) Devices() []deviceplugin.Device {
-	v, ok := h.n.view(h.pool)
-	in := v.byName(h.instance)
-	if !ok || in == nil {
-		return nil
-	}
-	var out []deviceplugin.Device
-	for _, d := range v.rules.InstanceLevel(in) {
-		out = append(out, deviceplugin.Device{ID: d.ID, Healthy: d.Healthy, NUMANodes: v.numa(in)})
-	}
-	return out
+	v, _ := h.n.view(h.pool)
+	return v.lists[h.n.resource(h.instance)]
 }
 
-func (h *ilHandler) Changes() (<-chan struct{}, func()) { return h.n.changes() }
+func (h *ilHandler) Changes() (<-chan struct{}, func()) {
+	return h.n.streams.Subscribe(h.n.resource(h.instance))
+}
 
 func (h *ilHandler) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
 	h.n.allocMu.RLock()
@@ -147,18 +94,13 @@ type clHandler struct {
 }
 
 func (h *clHandler) Devices() []deviceplugin.Device {
-	v, ok := h.n.view(h.pool)
-	if !ok {
-		return nil
-	}
-	var out []deviceplugin.Device
-	for _, d := range v.rules.Advertise() {
-		out = append(out, deviceplugin.Device{ID: d.ID, Healthy: d.Healthy})
-	}
-	return out
+	v, _ := h.n.view(h.pool)
+	return v.lists[h.n.resource(h.pool)]
 }
 
-func (h *clHandler) Changes() (<-chan struct{}, func()) { return h.n.changes() }
+func (h *clHandler) Changes() (<-chan struct{}, func()) {
+	return h.n.streams.Subscribe(h.n.resource(h.pool))
+}
 
 // Replans bounds how often a Configuration-level Allocate plans again
 // after another node took a slot it chose: each plan sees the slots the

@@ -38,9 +38,16 @@ type Config struct {
 	ExecTimeout time.Duration
 	// DiscoveryPeriod and DropInPoll drive rediscovery.
 	DiscoveryPeriod, DropInPoll time.Duration
-	// KubeletPoll is how often each device plugin checks its registration.
+	// KubeletPoll is how often the device plugins' registrations are
+	// checked.
 	KubeletPoll time.Duration
-	Logger      *slog.Logger
+	// MaxInstanceLevel is the most devices a pool may have and still get
+	// an Instance-level resource per device; a bigger pool is offered at
+	// the Configuration level only. Each Instance-level resource is a
+	// socket, a gRPC server and a kubelet connection on this node, and a
+	// resource in the Node object's status. Zero is no limit.
+	MaxInstanceLevel int
+	Logger           *slog.Logger
 	// OnRegister, if set, is told of every registration attempt.
 	OnRegister func(resource string, err error)
 	// OnAllocate, if set, is told of every Allocate call's outcome: the
@@ -48,6 +55,11 @@ type Config struct {
 	// result (ResultOK, ResultDenied, ResultFailed).
 	OnAllocate func(resource, level, result string)
 }
+
+// DefaultMaxInstanceLevel is the default Config.MaxInstanceLevel: a
+// thousand Instance-level resources cost the bridge about 50 MB and a
+// second to register (make bench).
+const DefaultMaxInstanceLevel = 1000
 
 // Levels and results OnAllocate reports.
 const (
@@ -67,19 +79,24 @@ type Node struct {
 	// allocMu is held shared by every Allocate and exclusively by each
 	// slot reclaim pass.
 	allocMu sync.RWMutex
-	// streams tells every device plugin's ListAndWatch to send again.
-	streams fanout.Fanout
+	// streams tells a device plugin's ListAndWatch, by its resource, that
+	// its list changed.
+	streams fanout.Keyed
 
 	mu        sync.Mutex
 	pools     map[string]discovery.Pool    // by pool name
 	cdiNamed  map[string]map[string]bool   // by pool name, the device ids a CDI spec names
 	instances map[string]instance.Instance // the store's, by name
-	running   map[string]context.CancelFunc
+	views     map[string]*view             // by pool name, from pools, instances and cdiNamed
+	running   map[string]bool              // the resources plugins serves
 	// registered is, per running device plugin, whether its last
 	// registration attempt with the kubelet succeeded.
 	registered map[string]bool
-	ready      bool
-	plugins    sync.WaitGroup // the running device plugins
+	// poolLevelOnly names the pools offered at the Configuration level
+	// only (MaxInstanceLevel), so that each is logged once.
+	poolLevelOnly map[string]bool
+	ready         bool
+	plugins       *deviceplugin.Plugins // set by Run
 }
 
 // New returns a Node; Run starts it.
@@ -88,7 +105,7 @@ func New(cfg Config) *Node {
 		cfg:   cfg,
 		alloc: &Allocator{Store: cfg.Store, Timeout: cfg.ExecTimeout, Prefix: cfg.Domain, Logger: cfg.Logger},
 		pools: map[string]discovery.Pool{}, instances: map[string]instance.Instance{},
-		running: map[string]context.CancelFunc{}, registered: map[string]bool{},
+		running: map[string]bool{}, registered: map[string]bool{}, poolLevelOnly: map[string]bool{},
 	}
 }
 
@@ -129,10 +146,13 @@ func (n *Node) onRegister(resource string, err error) {
 // Run discovers, keeps the store and the device plugins in step, and
 // returns when ctx ends, after every device plugin has stopped.
 func (n *Node) Run(ctx context.Context) error {
+	n.plugins = &deviceplugin.Plugins{Dir: n.cfg.DevicePluginDir, Logger: n.cfg.Logger, PollInterval: n.cfg.KubeletPoll,
+		OnRegister: n.onRegister}
 	changes, cancel := n.cfg.Store.Changes()
 	defer cancel()
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = n.plugins.Run(ctx) }()
 	go func() {
 		defer wg.Done()
 		for {
@@ -146,10 +166,9 @@ func (n *Node) Run(ctx context.Context) error {
 	}()
 	n.cfg.Discoverer.Run(ctx, orDefault(n.cfg.DiscoveryPeriod, time.Minute), orDefault(n.cfg.DropInPoll, time.Second),
 		func(pools []discovery.Pool) { n.publish(ctx, pools) })
+	// Plugins.Run returns once the plugins' empty lists went out and
+	// their sockets were removed.
 	wg.Wait()
-	// The plugins' contexts derive from ctx: wait for their empty lists
-	// to go out and their sockets to be removed.
-	n.plugins.Wait()
 	return nil
 }
 
@@ -165,14 +184,10 @@ func (n *Node) refresh(ctx context.Context) {
 	for _, in := range all {
 		n.instances[in.Name] = in
 	}
+	changed := n.rebuildViews()
 	n.mu.Unlock()
-	n.notify()
+	n.streams.Notify(changed...)
 }
-
-func (n *Node) notify() { n.streams.Notify() }
-
-// changes is the feed every handler's Changes hands out.
-func (n *Node) changes() (<-chan struct{}, func()) { return n.streams.Subscribe() }
 
 // pool returns the served pool of that name.
 func (n *Node) pool(name string) (discovery.Pool, bool) {

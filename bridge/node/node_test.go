@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -290,4 +291,35 @@ func waitReadiness(t *testing.T, n *Node, want string) {
 		}
 	}
 	t.Fatalf("Readiness = %v, want %q", err, want)
+}
+
+// A pool of more devices than MaxInstanceLevel is offered at the
+// Configuration level only; one within it gets a resource per device too.
+func TestMaxInstanceLevel(t *testing.T) {
+	for _, tc := range []struct {
+		limit, resources int
+	}{{limit: 3, resources: 1}, {limit: 4, resources: 5}, {limit: 0, resources: 5}} {
+		t.Run(fmt.Sprintf("limit %d", tc.limit), func(t *testing.T) {
+			k, n := startNodeWith(t, "tty.d/generic.conf", ttyDropIn(t), func(c *Config) { c.MaxInstanceLevel = tc.limit })
+			waitList(t, k, "cdi.test/tty-generic", "0,1,2,3")
+			// Ready: every resource the node serves is registered.
+			deadline := time.Now().Add(wait)
+			for err := n.Readiness(); err != nil; err = n.Readiness() {
+				if time.Now().After(deadline) {
+					t.Fatal(err)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			var got []string
+			for _, r := range k.Registrations() {
+				got = append(got, r.ResourceName)
+			}
+			if len(got) != tc.resources {
+				t.Errorf("registered %v, want %d resources for four terminals", got, tc.resources)
+			}
+			if _, err := k.Allocate(context.Background(), "cdi.test/tty-generic", []string{"0"}); err != nil {
+				t.Errorf("the pool's resource: %v", err)
+			}
+		})
+	}
 }

@@ -34,7 +34,9 @@ func (n *Node) publish(ctx context.Context, pools []discovery.Pool) {
 	}
 	n.pools, n.cdiNamed = next, named
 	n.ready = true
+	changed := n.rebuildViews()
 	n.mu.Unlock()
+	n.streams.Notify(changed...)
 	for _, name := range gone {
 		if err := n.cfg.Store.Observe(ctx, n.cfg.NodeName, name, nil); err != nil {
 			n.log().Error("recording a vanished pool", "pool", name, "error", err)
@@ -91,8 +93,16 @@ func (n *Node) reconcilePlugins(ctx context.Context) {
 	n.mu.Lock()
 	for _, p := range n.pools {
 		want[n.resource(p.Name)] = &clHandler{n: n, pool: p.Name}
+		if !n.instanceLevel(p) {
+			continue
+		}
 		for _, in := range n.seen(p) {
 			want[n.resource(in.Name)] = &ilHandler{n: n, instance: in.Name, pool: p.Name}
+		}
+	}
+	for name := range n.poolLevelOnly {
+		if _, ok := n.pools[name]; !ok {
+			delete(n.poolLevelOnly, name)
 		}
 	}
 	var stop []string
@@ -103,21 +113,24 @@ func (n *Node) reconcilePlugins(ctx context.Context) {
 	}
 	sort.Strings(stop)
 	for _, res := range stop {
-		n.running[res]()
+		n.plugins.Remove(res)
 		delete(n.running, res)
 		delete(n.registered, res)
-		n.log().Info("device plugin stopped", "resource", res)
 	}
+	var start []string
 	for res, h := range want {
-		if _, ok := n.running[res]; ok {
+		if n.running[res] {
 			continue
 		}
-		pctx, cancel := context.WithCancel(ctx)
-		n.running[res] = cancel
-		p := &deviceplugin.Plugin{ResourceName: res, Dir: n.cfg.DevicePluginDir, Handler: h, Logger: n.cfg.Logger,
-			PollInterval: n.cfg.KubeletPoll, OnRegister: n.onRegister, Preferred: isCL(h)}
-		n.plugins.Add(1)
-		go func() { defer n.plugins.Done(); _ = p.Run(pctx) }()
+		n.running[res] = true
+		n.plugins.Add(deviceplugin.Spec{Resource: res, Handler: h, Preferred: isCL(h)})
+		start = append(start, res)
+	}
+	sort.Strings(start)
+	if len(start) > 0 || len(stop) > 0 {
+		// One line, not one per resource: a pool may have thousands.
+		n.log().Info("device plugins changed", "started", len(start), "stopped", len(stop), "running", len(n.running),
+			"startedFirst", start[:min(len(start), 5)], "stoppedFirst", stop[:min(len(stop), 5)])
 	}
 	n.mu.Unlock()
 }
@@ -127,5 +140,22 @@ func (n *Node) reconcilePlugins(ctx context.Context) {
 // are all one device, so it has no preference to give.
 func isCL(h deviceplugin.Handler) bool {
 	_, ok := h.(*clHandler)
+	return ok
+}
+
+// instanceLevel says whether pool p gets Instance-level resources
+// (Config.MaxInstanceLevel), logging a change of the answer once. The
+// caller holds n.mu.
+func (n *Node) instanceLevel(p discovery.Pool) bool {
+	limit := n.cfg.MaxInstanceLevel
+	ok := limit <= 0 || len(p.Devices) <= limit
+	if !ok && !n.poolLevelOnly[p.Name] {
+		n.log().Warn("pool offered at the Configuration level only: it has more devices than Instance-level resources may be made for",
+			"pool", p.Name, "devices", len(p.Devices), "maxInstanceLevelDevices", limit)
+	}
+	if ok && n.poolLevelOnly[p.Name] {
+		n.log().Info("pool offered at the Instance level again", "pool", p.Name, "devices", len(p.Devices))
+	}
+	n.poolLevelOnly[p.Name] = !ok
 	return ok
 }

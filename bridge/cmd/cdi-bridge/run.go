@@ -38,7 +38,9 @@ type options struct {
 	cdiSpecDir string
 	cdiNames   bool
 	maxDevices int
-	version    bool
+	// maxInstanceLevel: bigger pools get no Instance-level resources.
+	maxInstanceLevel int
+	version          bool
 }
 
 // errUsage is wrapped by the errors of a command line that does not parse;
@@ -68,7 +70,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.cdiSpecDir, "cdi-spec-dir", "/var/run/cdi", "where the CDI spec files naming this node's devices are written: a directory the container runtime reads CDI specs from")
 	fs.BoolVar(&o.cdiNames, "cdi-names", true, "name devices by CDI in Allocate responses, from spec files in --cdi-spec-dir; false writes no spec file and gives every device node as a device spec, for runtimes without CDI (containerd 1.7's default)")
 	fs.BoolVar(&o.version, "version", false, "print cdi-bridge's build and exit")
-	fs.IntVar(&o.maxDevices, "max-devices-per-drop-in", discovery.DefaultMaxDevices, "devices served from one drop-in at most (each is a kubelet registration); the rest, in id order, are refused with an error")
+	fs.IntVar(&o.maxDevices, "max-devices-per-drop-in", discovery.DefaultMaxDevices, "devices served from one drop-in at most; the rest, in id order, are refused with an error")
+	fs.IntVar(&o.maxInstanceLevel, "max-instance-level-devices", node.DefaultMaxInstanceLevel, "a pool of more devices than this is offered at the Configuration level only, with no resource per device (each is a kubelet registration, a socket and a resource in the Node's status); 0 is no limit")
 	fs.StringVar(&o.metricsAddr, "metrics-address", ":8089", "address serving /metrics, /healthz and /readyz; empty turns it off")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&o.execTimeout, "exec-timeout", 30*time.Second, "bound on each plugin run, ADD included (the kubelet gives Allocate none)")
@@ -137,6 +140,7 @@ func run(ctx context.Context, args []string) error {
 	n := node.New(node.Config{
 		NodeName: o.nodeName, Domain: o.domain, DevicePluginDir: o.dpDir, ExecTimeout: o.execTimeout, Store: store, CDI: cdiDir,
 		Discoverer: disc, DiscoveryPeriod: o.discoveryPeriod, Logger: log, OnAllocate: m.Allocation, OnRegister: m.Registration,
+		MaxInstanceLevel: o.maxInstanceLevel,
 	})
 	if err := startReclaim(ctx, o, n, log); err != nil {
 		return err

@@ -1,0 +1,82 @@
+package node
+
+import (
+	"reflect"
+	"sort"
+	"testing"
+
+	"github.com/cdiexec/cdi/bridge/discovery"
+	"github.com/cdiexec/cdi/bridge/instance"
+	"github.com/cdiexec/cdi/spec"
+)
+
+// A change wakes the streams whose lists it changes, not every stream of
+// the node: on a node of thousands of devices, one claim must not make
+// thousands of streams re-read their lists.
+func TestRebuildViewsNamesChangedLists(t *testing.T) {
+	n := New(Config{NodeName: "n1", Domain: "cdi.test"})
+	p := discovery.Pool{Name: "cams", Devices: []spec.DeviceInfo{
+		{ID: "a", Healthy: true, Capacity: 2}, {ID: "b", Healthy: true, Capacity: 2}, {ID: "c", Healthy: true, Capacity: 2}}}
+	n.pools = map[string]discovery.Pool{"cams": p}
+	seen := n.seen(p)
+	set := func(ins []instance.Instance) {
+		n.instances = map[string]instance.Instance{}
+		for _, in := range ins {
+			in.Usage = maps(in.Usage)
+			n.instances[in.Name] = in
+		}
+	}
+	for i := range seen {
+		seen[i].Usage, seen[i].Nodes = map[string]string{}, []string{"n1"}
+	}
+	b, c := n.resource(seen[1].Name), n.resource(seen[2].Name)
+	set(seen)
+	if got := sorted(n.rebuildViews()); len(got) != 4 {
+		t.Fatalf("first build changed %v, want the pool's and its three instances' lists", got)
+	}
+	for _, step := range []struct {
+		name   string
+		change func()
+		want   []string
+	}{
+		{"nothing changed", func() {}, nil},
+		// This node's own claims change no list: the kubelet keeps
+		// track of what it allocated.
+		{"a claim on a by this node", func() { seen[0].Usage[instance.SlotID(seen[0].Name, 0)] = instance.ILUsage("n1") }, nil},
+		{"a claim on c by another node", func() { seen[2].Usage[instance.SlotID(seen[2].Name, 1)] = instance.ILUsage("n2") }, []string{c}},
+		{"b full: its placeholder leaves the pool's list", func() {
+			seen[1].Usage[instance.SlotID(seen[1].Name, 0)] = instance.ILUsage("n2")
+			seen[1].Usage[instance.SlotID(seen[1].Name, 1)] = instance.ILUsage("n2")
+		}, sorted([]string{b, "cdi.test/cams"})},
+	} {
+		t.Run(step.name, func(t *testing.T) {
+			step.change()
+			set(seen)
+			if got := sorted(n.rebuildViews()); !reflect.DeepEqual(got, step.want) {
+				t.Errorf("changed %v, want %v", got, step.want)
+			}
+		})
+	}
+	t.Run("the pool goes", func(t *testing.T) {
+		n.pools = map[string]discovery.Pool{}
+		if got := n.rebuildViews(); len(got) != 4 {
+			t.Errorf("changed %v, want all four lists (now empty)", got)
+		}
+	})
+}
+
+func maps(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func sorted(s []string) []string {
+	if len(s) == 0 {
+		return nil
+	}
+	sort.Strings(s)
+	return s
+}
