@@ -96,7 +96,7 @@ func TestHarness(t *testing.T) {
 		t.Skip("builds the binaries and starts bridges (and an API server)")
 	}
 	var out bytes.Buffer
-	o := options{rounds: 3, scaleDevices: 20, scaleCapacity: 2, scaleRuns: 1, raceRounds: 3, raceNodes: []int{3}, kube: true}
+	o := options{rounds: 3, scaleDevices: []int{20}, scaleCapacity: 2, scaleRuns: 1, raceRounds: 3, raceNodes: []int{3}, kube: true}
 	if err := run(t.Context(), o, &out, t.Output()); err != nil {
 		t.Fatalf("%v\noutput so far:\n%s", err, out.String())
 	}

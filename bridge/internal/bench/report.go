@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+
+	"github.com/cdiexec/cdi/bridge/node"
 	"io"
 	"strings"
 	"text/tabwriter"
@@ -14,8 +16,11 @@ import (
 const (
 	maxBridgeAdds  = 2 * time.Millisecond  // median Allocate minus median ADD alone, local store
 	maxPropagation = 50 * time.Millisecond // p99, response to the last affected stream
-	maxStart       = 5 * time.Second       // binary start to every plugin serving, 200 devices
-	maxRSS         = 100_000_000           // bytes, VmRSS once serving, 200 devices
+	// A bridge of up to 5,000 devices.
+	maxStart               = 10 * time.Second // binary start to every plugin serving
+	maxRSS                 = 150_000_000      // bytes, VmRSS once serving
+	maxStop                = 2 * time.Second  // SIGTERM to exit
+	maxGoroutinesPerPlugin = 5                // over the one-device bridge
 )
 
 func levelName(level string) string {
@@ -160,45 +165,108 @@ func judge(ok bool, miss string) string {
 // scaleRow is the starts of one bridge size.
 type scaleRow struct {
 	devices, capacity int
-	runs              []startRun
+	// perDevice gives every device its Instance-level resource
+	// (--max-instance-level-devices 0); else the default limit applies.
+	perDevice bool
+	runs      []startRun
 }
 
-func (r scaleRow) medians() (ready, worst time.Duration, rss, hwm int64) {
-	var ds []time.Duration
-	var rs, hs []int64
-	for _, x := range r.runs {
-		ds, rs, hs = append(ds, x.ready), append(rs, x.rss), append(hs, x.hwm)
+// plugins is how many device plugins the bridge serves: one per device
+// and the pool's, or the pool's alone once the default limit applies.
+func (r *scaleRow) plugins() int {
+	if r.perDevice || r.devices <= node.DefaultMaxInstanceLevel {
+		return r.devices + 1
 	}
-	return percentile(ds, 50), percentile(ds, 100), percentile(rs, 50), percentile(hs, 100)
+	return 1
 }
 
-// printScale prints the binary's start-up and memory, the one-device
-// bridge first as the floor.
-func printScale(w io.Writer, floor, big scaleRow) {
-	fmt.Fprintf(w, "\ncdi-bridge binary, start to serving: local store, endpoint plugin (probe off), %d runs each, interleaved;\n", len(big.runs))
-	fmt.Fprintln(w, "ready = every plugin registered with the kubelet side and its stream's list complete; memory once serving")
+// maxInstanceLevel is the bridge's --max-instance-level-devices.
+func (r *scaleRow) maxInstanceLevel() int {
+	if r.perDevice {
+		return 0
+	}
+	return node.DefaultMaxInstanceLevel
+}
+
+func (r *scaleRow) name() string {
+	level := "a resource per device"
+	if r.plugins() == 1 {
+		level = "the pool's resource only (default limit)"
+	}
+	return fmt.Sprintf("%d endpoints x capacity %d, %s", r.devices, r.capacity, level)
+}
+
+// scaleFigures are one size's figures over its runs: medians, and the
+// worst start and shutdown.
+type scaleFigures struct {
+	ready, worst, stop       time.Duration
+	rss, hwm                 int64
+	goroutines, fds, threads int
+}
+
+func (r *scaleRow) figures() scaleFigures {
+	var ds, ss []time.Duration
+	var rs, hs []int64
+	var gs, fs, ts []int
+	for _, x := range r.runs {
+		ds, ss, rs, hs = append(ds, x.ready), append(ss, x.stop), append(rs, x.rss), append(hs, x.hwm)
+		gs, fs, ts = append(gs, x.goroutines), append(fs, x.fds), append(ts, x.threads)
+	}
+	return scaleFigures{ready: percentile(ds, 50), worst: percentile(ds, 100), stop: percentile(ss, 100),
+		rss: percentile(rs, 50), hwm: percentile(hs, 100),
+		goroutines: percentile(gs, 50), fds: percentile(fs, 50), threads: percentile(ts, 50)}
+}
+
+// verdict judges a big bridge against the per-node targets.
+func (f scaleFigures) verdict(floor scaleFigures, plugins int) string {
+	var miss []string
+	if f.worst >= maxStart {
+		miss = append(miss, fmt.Sprintf("ready in %.2f s", f.worst.Seconds()))
+	}
+	if f.rss >= maxRSS {
+		miss = append(miss, fmt.Sprintf("VmRSS %.1f MB", float64(f.rss)/1e6))
+	}
+	if f.stop >= maxStop {
+		miss = append(miss, fmt.Sprintf("stopped in %.2f s", f.stop.Seconds()))
+	}
+	if per := f.perPlugin(floor, plugins); per > maxGoroutinesPerPlugin {
+		miss = append(miss, fmt.Sprintf("%.1f goroutines per plugin", per))
+	}
+	return judge(len(miss) == 0, strings.Join(miss, "; "))
+}
+
+// perPlugin is the goroutines each device plugin adds over the
+// one-device bridge's two.
+func (f scaleFigures) perPlugin(floor scaleFigures, plugins int) float64 {
+	if plugins <= 2 {
+		return 0
+	}
+	return float64(f.goroutines-floor.goroutines) / float64(plugins-2)
+}
+
+// printScale prints the binary's start-up, memory, goroutines, fds and
+// shutdown for each size, the one-device bridge first as the floor.
+func printScale(w io.Writer, rows []*scaleRow) {
+	fmt.Fprintf(w, "\ncdi-bridge binary, start to serving to stopped: local store, endpoint plugin (probe off), %d runs each, interleaved;\n", len(rows[0].runs))
+	fmt.Fprintln(w, "ready = every plugin registered with the kubelet side and its stream's list complete; figures once serving")
 	tw := newTable(w)
-	fmt.Fprintln(tw, "subject\tplugins\tready median s\tworst s\tx floor\tVmRSS MB\tVmHWM MB (peak)\tRSS x floor\tverdict")
-	fReady, _, fRSS, _ := floor.medians()
-	for _, r := range []scaleRow{floor, big} {
-		ready, worst, rss, hwm := r.medians()
+	fmt.Fprintln(tw, "subject\tplugins\tready median s\tworst s\tVmRSS MB\tpeak MB\tRSS x floor\tgoroutines\tper plugin\tfds\tthreads\tstop worst s\tverdict")
+	floor := rows[0].figures()
+	for _, r := range rows {
+		f := r.figures()
 		verdict := "-"
-		if r.devices == big.devices {
-			var miss []string
-			if worst >= maxStart {
-				miss = append(miss, fmt.Sprintf("ready in %.2f s", worst.Seconds()))
-			}
-			if rss >= maxRSS {
-				miss = append(miss, fmt.Sprintf("VmRSS %.1f MB", float64(rss)/1e6))
-			}
-			verdict = judge(len(miss) == 0, strings.Join(miss, "; "))
+		if r.devices > 1 {
+			verdict = f.verdict(floor, r.plugins())
 		}
-		fmt.Fprintf(tw, "%d endpoints x capacity %d\t%d\t%.3f\t%.3f\t%.2f\t%.1f\t%.1f\t%.2f\t%s\n", r.devices, r.capacity,
-			r.devices+1, ready.Seconds(), worst.Seconds(), float64(ready)/float64(fReady),
-			float64(rss)/1e6, float64(hwm)/1e6, float64(rss)/float64(fRSS), verdict)
+		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.3f\t%.1f\t%.1f\t%.2f\t%d\t%.2f\t%d\t%d\t%.3f\t%s\n", r.name(),
+			r.plugins(), f.ready.Seconds(), f.worst.Seconds(), float64(f.rss)/1e6, float64(f.hwm)/1e6, float64(f.rss)/float64(floor.rss),
+			f.goroutines, f.perPlugin(floor, r.plugins()), f.fds, f.threads, f.stop.Seconds(), verdict)
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "targets for %d devices: ready under %.0f s (worst run), VmRSS under %.0f MB (median run); MB = 10^6 bytes;\n",
-		big.devices, maxStart.Seconds(), float64(maxRSS)/1e6)
-	fmt.Fprintln(w, "VmRSS read after 1 s of serving, VmHWM the worst run's peak up to then.")
+	fmt.Fprintf(w, "targets, each size: ready under %.0f s (worst run), VmRSS under %.0f MB (median run), stopped under %.0f s after SIGTERM\n",
+		maxStart.Seconds(), float64(maxRSS)/1e6, maxStop.Seconds())
+	fmt.Fprintf(w, "(worst run), at most %d goroutines per device plugin over the one-device bridge (the kubelet API's floor with gRPC:\n", maxGoroutinesPerPlugin)
+	fmt.Fprintln(w, "a socket's accept loop, the connection's reader, writer and keepalive, the ListAndWatch stream). MB = 10^6 bytes;")
+	fmt.Fprintf(w, "figures read after 1 s of serving; peak = VmHWM up to then, worst run. Pools of more than %d devices get only the\n", node.DefaultMaxInstanceLevel)
+	fmt.Fprintln(w, "pool's resource by default (--max-instance-level-devices); \"a resource per device\" sets it to 0.")
 }

@@ -11,13 +11,14 @@ import (
 
 	"github.com/cdiexec/cdi/bridge/instance/local"
 	"github.com/cdiexec/cdi/bridge/internal/apitest"
+	"github.com/cdiexec/cdi/bridge/node"
 	"github.com/cdiexec/cdi/plugins/exectest"
 )
 
 // options are the command-line flags.
 type options struct {
-	rounds        int // timed Allocate rounds per subject
-	scaleDevices  int
+	rounds        int   // timed Allocate rounds per subject
+	scaleDevices  []int // the big bridges' sizes
 	scaleCapacity int
 	scaleRuns     int // starts of each bridge size
 	raceRounds    int
@@ -81,23 +82,28 @@ func run(ctx context.Context, o options, out, log io.Writer) error {
 	return nil
 }
 
-// scale starts the one-device bridge (the floor) and the big one in
+// scale starts the one-device bridge (the floor) and the big ones in
 // turn, scaleRuns times each.
 func (b *bench) scale(ctx context.Context) error {
-	floor := scaleRow{devices: 1, capacity: b.o.scaleCapacity}
-	big := scaleRow{devices: b.o.scaleDevices, capacity: b.o.scaleCapacity}
+	rows := []*scaleRow{{devices: 1, capacity: b.o.scaleCapacity, perDevice: true}}
+	for _, n := range b.o.scaleDevices {
+		rows = append(rows, &scaleRow{devices: n, capacity: b.o.scaleCapacity, perDevice: true})
+		if n > node.DefaultMaxInstanceLevel {
+			rows = append(rows, &scaleRow{devices: n, capacity: b.o.scaleCapacity})
+		}
+	}
 	for i := range b.o.scaleRuns {
-		for _, row := range []*scaleRow{&floor, &big} {
-			b.progress("starting cdi-bridge with %d endpoints (run %d of %d)", row.devices, i+1, b.o.scaleRuns)
-			dir := filepath.Join(b.tmp, fmt.Sprintf("scale-%d-%d", row.devices, i))
-			r, err := startBridge(ctx, b.bin, dir, row.devices, row.capacity)
+		for _, row := range rows {
+			b.progress("starting cdi-bridge with %s (run %d of %d)", row.name(), i+1, b.o.scaleRuns)
+			dir := filepath.Join(b.tmp, fmt.Sprintf("scale-%d-%d-%d", row.devices, row.plugins(), i))
+			r, err := startBridge(ctx, b.bin, dir, row)
 			if err != nil {
-				return fmt.Errorf("%d endpoints: %w", row.devices, err)
+				return fmt.Errorf("%s: %w", row.name(), err)
 			}
 			row.runs = append(row.runs, r)
 		}
 	}
-	printScale(b.out, floor, big)
+	printScale(b.out, rows)
 	return nil
 }
 
