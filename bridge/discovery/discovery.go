@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -50,8 +51,9 @@ type Discoverer struct {
 	Exec invoke.Exec
 	// OnExec, if set, is told how long every run of a pool's plugin took:
 	// the INFO runs of discovery and the ADD and DEL runs of the
-	// Allocates that use the plugin, each with its command.
-	OnExec func(plugin, command string, took time.Duration)
+	// Allocates that use the plugin, each with its command and result
+	// (ExecOK, ExecError, ExecFailed).
+	OnExec func(plugin, command, result string, took time.Duration)
 	Logger *slog.Logger
 
 	last map[string]Pool
@@ -59,6 +61,31 @@ type Discoverer struct {
 	// Skipped is called from other goroutines (health, metrics).
 	mu    sync.Mutex
 	skips []Skip
+	// running is when the discovery under way started; zero when none
+	// is (mu).
+	running time.Time
+}
+
+func (d *Discoverer) setRunning(since time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.running = since
+}
+
+// ErrStuck is wrapped by Health's error.
+var ErrStuck = errors.New("discovery stuck")
+
+// Health is nil unless a discovery of Run has been under way for longer
+// than Deadline: blocked in the file system, since its plugin runs have
+// timeouts well inside it.
+func (d *Discoverer) Health() error {
+	d.mu.Lock()
+	since := d.running
+	d.mu.Unlock()
+	if !since.IsZero() && time.Since(since) > d.deadline() {
+		return fmt.Errorf("%w: under way for %v (deadline %v)", ErrStuck, time.Since(since).Round(time.Second), d.deadline())
+	}
+	return nil
 }
 
 // Skip is a drop-in, or a pool of one, that discovery did not serve, and

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -257,8 +258,8 @@ func TestRunDoesNotWaitForABlockedDiscovery(t *testing.T) {
 	}
 }
 
-// A discovery that outlives Deadline is logged as stuck, once, and no
-// other starts beside it.
+// A discovery that outlives Deadline is logged as stuck, once, no other
+// starts beside it, and Health says so.
 func TestRunLogsAStuckDiscoveryOnce(t *testing.T) {
 	confDir := t.TempDir()
 	writeConf(t, confDir, "tty", "generic", "generic-tty", nil)
@@ -267,8 +268,18 @@ func TestRunLogsAStuckDiscoveryOnce(t *testing.T) {
 	started := make(chan struct{})
 	d := &Discoverer{ConfDir: confDir, PluginDirs: []string{pluginDir}, Exec: blockingExec{started}, Deadline: 20 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &log}, nil))}
+	if err := d.Health(); err != nil {
+		t.Errorf("Health before any discovery: %v", err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
+	go func() {
+		<-started
+		time.Sleep(100 * time.Millisecond)
+		if err := d.Health(); !errors.Is(err, ErrStuck) {
+			t.Errorf("Health of a discovery stuck for 100 ms, deadline 20 ms: %v", err)
+		}
+	}()
 	d.Run(ctx, 10*time.Millisecond, time.Hour, func([]Pool) {}) // a second start would close started twice and panic
 	mu.Lock()
 	defer mu.Unlock()

@@ -24,16 +24,36 @@ func (d *Discoverer) exec() invoke.Exec {
 	return timedExec{inner: ex, observe: d.OnExec}
 }
 
-// timedExec tells observe how long every plugin run took.
+// timedExec tells observe how long every plugin run took, and how it
+// ended.
 type timedExec struct {
 	inner   invoke.Exec
-	observe func(plugin, command string, took time.Duration)
+	observe func(plugin, command, result string, took time.Duration)
 }
+
+// Results OnExec reports.
+const (
+	// ExecOK is a run that exited 0.
+	ExecOK = "ok"
+	// ExecError is a run that exited non-zero: the plugin answered with
+	// an error document (or crashed).
+	ExecError = "error"
+	// ExecFailed is a run that did not finish: not started, or killed at
+	// its timeout.
+	ExecFailed = "failed"
+)
 
 func (e timedExec) ExecPlugin(ctx context.Context, path string, stdin []byte, env []string) (*invoke.Output, error) {
 	start := time.Now()
 	out, err := e.inner.ExecPlugin(ctx, path, stdin, env)
-	e.observe(filepath.Base(path), command(env), time.Since(start))
+	result := ExecOK
+	switch {
+	case err != nil:
+		result = ExecFailed
+	case out.ExitStatus != 0:
+		result = ExecError
+	}
+	e.observe(filepath.Base(path), command(env), result, time.Since(start))
 	return out, err
 }
 

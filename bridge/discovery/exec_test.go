@@ -17,13 +17,13 @@ func TestOnExecTimesEveryRun(t *testing.T) {
 	d, _ := newDiscoverer(t)
 	var mu sync.Mutex
 	runs := map[string]int{}
-	d.OnExec = func(plugin, command string, took time.Duration) {
+	d.OnExec = func(plugin, command, result string, took time.Duration) {
 		mu.Lock()
 		defer mu.Unlock()
 		if took <= 0 {
 			t.Errorf("%s %s took %v", plugin, command, took)
 		}
-		runs[plugin+" "+command]++
+		runs[plugin+" "+command+" "+result]++
 	}
 	pools, err := d.Discover(context.Background())
 	if err != nil {
@@ -39,9 +39,13 @@ func TestOnExecTimesEveryRun(t *testing.T) {
 	if _, err := tty.Plugin.Add(context.Background(), invoke.AddRequest{Request: req, RequestID: "r1", Devices: []string{tty.Devices[0].ID}}); err != nil {
 		t.Fatal(err)
 	}
+	// An ADD the plugin refuses (a device it does not have) is an error.
+	if _, err := tty.Plugin.Add(context.Background(), invoke.AddRequest{Request: req, RequestID: "r2", Devices: []string{"tty0"}}); err == nil {
+		t.Fatal("ADD of a device the pool does not have succeeded")
+	}
 	mu.Lock()
 	defer mu.Unlock()
-	for _, want := range []string{"generic-tty INFO", "generic INFO", "generic-tty ADD"} {
+	for _, want := range []string{"generic-tty INFO ok", "generic INFO ok", "generic-tty ADD ok", "generic-tty ADD error"} {
 		if runs[want] == 0 {
 			t.Errorf("no %q run observed; observed %v", want, runs)
 		}

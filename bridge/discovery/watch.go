@@ -79,8 +79,10 @@ func (w *worker) start(job func()) {
 	}
 	done := make(chan struct{})
 	w.running, w.since, w.warned = done, time.Now(), false
+	w.d.setRunning(w.since)
 	go func() {
 		defer close(done)
+		defer w.d.setRunning(time.Time{})
 		job()
 	}()
 }

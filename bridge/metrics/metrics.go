@@ -37,9 +37,9 @@ func New(version string) *Metrics {
 		}, []string{"resource", "level", "result"}),
 		exec: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "plugin_exec_duration_seconds",
-			Help:    "Time each plugin run took, by plugin binary and command.",
+			Help:    "Time each plugin run took, by plugin binary, command and result (ok: exit 0; error: an error document or a crash; failed: not run, or killed at its timeout).",
 			Buckets: execBuckets(),
-		}, []string{"plugin", "command"}),
+		}, []string{"plugin", "command", "result"}),
 		registrations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "registrations_total",
 			Help: "Device plugin registrations with the kubelet, by resource and result (ok, failed).",
@@ -61,8 +61,8 @@ func (m *Metrics) Allocation(resource, level, result string) {
 }
 
 // Exec records one plugin run.
-func (m *Metrics) Exec(plugin, command string, took time.Duration) {
-	m.exec.WithLabelValues(plugin, command).Observe(took.Seconds())
+func (m *Metrics) Exec(plugin, command, result string, took time.Duration) {
+	m.exec.WithLabelValues(plugin, command, result).Observe(took.Seconds())
 }
 
 // Registration counts one registration attempt; err is its outcome.

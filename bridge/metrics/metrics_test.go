@@ -49,28 +49,28 @@ func TestRegistriesAreSeparate(t *testing.T) {
 
 func TestExecHistogram(t *testing.T) {
 	m := New("test")
-	m.Exec("generic-tty", "ADD", 3*time.Millisecond)
-	m.Exec("generic-tty", "ADD", 20*time.Second)
+	m.Exec("generic-tty", "ADD", "ok", 3*time.Millisecond)
+	m.Exec("generic-tty", "ADD", "ok", 20*time.Second)
 	want := `
-# HELP cdi_bridge_plugin_exec_duration_seconds Time each plugin run took, by plugin binary and command.
+# HELP cdi_bridge_plugin_exec_duration_seconds Time each plugin run took, by plugin binary, command and result (ok: exit 0; error: an error document or a crash; failed: not run, or killed at its timeout).
 # TYPE cdi_bridge_plugin_exec_duration_seconds histogram
-cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",le="0.001"} 0
-cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",le="0.0025"} 0
-cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",le="0.005"} 1
-cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",le="0.01"} 1
-cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",le="0.025"} 1
-cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",le="0.05"} 1
-cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",le="0.1"} 1
-cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",le="0.25"} 1
-cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",le="0.5"} 1
-cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",le="1"} 1
-cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",le="2.5"} 1
-cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",le="5"} 1
-cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",le="10"} 1
-cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",le="30"} 2
-cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",le="+Inf"} 2
-cdi_bridge_plugin_exec_duration_seconds_sum{command="ADD",plugin="generic-tty"} 20.003
-cdi_bridge_plugin_exec_duration_seconds_count{command="ADD",plugin="generic-tty"} 2
+cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",result="ok",le="0.001"} 0
+cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",result="ok",le="0.0025"} 0
+cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",result="ok",le="0.005"} 1
+cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",result="ok",le="0.01"} 1
+cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",result="ok",le="0.025"} 1
+cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",result="ok",le="0.05"} 1
+cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",result="ok",le="0.1"} 1
+cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",result="ok",le="0.25"} 1
+cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",result="ok",le="0.5"} 1
+cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",result="ok",le="1"} 1
+cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",result="ok",le="2.5"} 1
+cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",result="ok",le="5"} 1
+cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",result="ok",le="10"} 1
+cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",result="ok",le="30"} 2
+cdi_bridge_plugin_exec_duration_seconds_bucket{command="ADD",plugin="generic-tty",result="ok",le="+Inf"} 2
+cdi_bridge_plugin_exec_duration_seconds_sum{command="ADD",plugin="generic-tty",result="ok"} 20.003
+cdi_bridge_plugin_exec_duration_seconds_count{command="ADD",plugin="generic-tty",result="ok"} 2
 `
 	if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(want), "cdi_bridge_plugin_exec_duration_seconds"); err != nil {
 		t.Error(err)

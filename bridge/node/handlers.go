@@ -132,7 +132,7 @@ func (h *clHandler) Allocate(ctx context.Context, req *pluginapi.AllocateRequest
 			h.n.refresh(ctx)
 			continue
 		}
-		return h.n.finish(ctx, res, LevelConfiguration, resp, err)
+		return h.n.finish(ctx, res, LevelConfiguration, containers, resp, err)
 	}
 }
 
@@ -172,14 +172,14 @@ func (h *clHandler) PreferredAllocation(_ context.Context, req *pluginapi.Prefer
 // allocate runs the Allocator and reports the outcome (finish).
 func (n *Node) allocate(ctx context.Context, resource, level string, containers [][]Grant) (*pluginapi.AllocateResponse, error) {
 	resp, err := n.alloc.Allocate(ctx, containers)
-	return n.finish(ctx, resource, level, resp, err)
+	return n.finish(ctx, resource, level, containers, resp, err)
 }
 
 // finish reports an Allocator's outcome. A success reaches the streams
 // through the store's change feed; a failure also re-reads the store and
 // pushes fresh lists at once, so that the kubelet stops offering what just
 // failed.
-func (n *Node) finish(ctx context.Context, resource, level string, resp *pluginapi.AllocateResponse, err error) (*pluginapi.AllocateResponse, error) {
+func (n *Node) finish(ctx context.Context, resource, level string, containers [][]Grant, resp *pluginapi.AllocateResponse, err error) (*pluginapi.AllocateResponse, error) {
 	if err != nil {
 		n.log().Warn("Allocate failed; what it claimed is released (in the background where the store did not answer)", "resource", resource, "error", err)
 		n.reportAllocate(resource, level, ResultFailed)
@@ -187,5 +187,24 @@ func (n *Node) finish(ctx context.Context, resource, level string, resp *plugina
 		return nil, err
 	}
 	n.reportAllocate(resource, level, ResultOK)
+	slots, devices := granted(containers)
+	// One line per granted call: the operator's answer to "which device
+	// did that pod get".
+	n.log().Info("allocated", "resource", resource, "level", level, "slots", slots, "devices", devices)
 	return resp, nil
+}
+
+// granted lists the slots and the distinct device ids of a call's grants.
+func granted(containers [][]Grant) (slots, devices []string) {
+	seen := map[string]bool{}
+	for _, c := range containers {
+		for _, g := range c {
+			slots = append(slots, g.Claim.Slot)
+			if !seen[g.DeviceID] {
+				seen[g.DeviceID] = true
+				devices = append(devices, g.DeviceID)
+			}
+		}
+	}
+	return slots, devices
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/cdiexec/cdi/bridge/discovery"
 	"github.com/cdiexec/cdi/bridge/instance"
 	"github.com/cdiexec/cdi/bridge/internal/fanout"
+	"github.com/cdiexec/cdi/bridge/internal/logrepeat"
 )
 
 // Config is what a Node needs. Zero durations take their defaults.
@@ -97,6 +98,8 @@ type Node struct {
 	poolLevelOnly map[string]bool
 	ready         bool
 	plugins       *deviceplugin.Plugins // set by Run
+	// storeFailure keeps a store outage from logging every refresh.
+	storeFailure logrepeat.Failure
 }
 
 // New returns a Node; Run starts it.
@@ -176,9 +179,10 @@ func (n *Node) Run(ctx context.Context) error {
 func (n *Node) refresh(ctx context.Context) {
 	all, err := n.cfg.Store.List(ctx)
 	if err != nil {
-		n.log().Error("reading the instance store", "error", err)
+		n.storeFailure.Failed(n.log(), "reading the instance store", err)
 		return
 	}
+	n.storeFailure.Succeeded(n.log(), "reading the instance store works again")
 	n.mu.Lock()
 	n.instances = map[string]instance.Instance{}
 	for _, in := range all {

@@ -7,6 +7,7 @@ import (
 	"github.com/cdiexec/cdi/bridge/deviceplugin"
 	"github.com/cdiexec/cdi/bridge/discovery"
 	"github.com/cdiexec/cdi/bridge/instance"
+	"github.com/cdiexec/cdi/bridge/metrics"
 	"github.com/cdiexec/cdi/bridge/pool"
 	"github.com/cdiexec/cdi/spec"
 )
@@ -130,4 +131,27 @@ func changedLists(old, cur *view) []string {
 		}
 	}
 	return changed
+}
+
+// Usage is every pool's devices and slots, for the metrics.
+func (n *Node) Usage() []metrics.PoolUsage {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := make([]metrics.PoolUsage, 0, len(n.views))
+	for name, v := range n.views {
+		u := metrics.PoolUsage{Resource: n.resource(name), Devices: len(v.pool.Devices)}
+		for _, d := range v.pool.Devices {
+			if d.Healthy {
+				u.Healthy++
+			}
+		}
+		for i := range v.instances {
+			in := &v.instances[i]
+			u.Slots += in.Capacity
+			u.Used += in.Capacity - in.FreeSlots()
+		}
+		out = append(out, u)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Resource < out[j].Resource })
+	return out
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cdiexec/cdi/bridge/instance"
+	"github.com/cdiexec/cdi/bridge/internal/logrepeat"
 	"github.com/cdiexec/cdi/spec"
 )
 
@@ -51,14 +52,21 @@ type Reclaimer struct {
 	Logger *slog.Logger
 }
 
-// Run reclaims every period until ctx ends. Errors are logged: the next
-// pass tries again.
+// Run reclaims every period until ctx ends. Errors are logged, the same
+// one again only every logrepeat.DefaultEvery (the kubelet may be down
+// for long): the next pass tries again.
 func (r *Reclaimer) Run(ctx context.Context, period time.Duration) {
 	t := time.NewTicker(period)
 	defer t.Stop()
+	var failure logrepeat.Failure
 	for {
-		if err := r.Once(ctx); err != nil && ctx.Err() == nil {
-			r.log().Error("slot reclaim", "error", err)
+		err := r.Once(ctx)
+		switch {
+		case ctx.Err() != nil:
+		case err != nil:
+			failure.Failed(r.log(), "slot reclaim failed; retrying every period", err, "period", period)
+		default:
+			failure.Succeeded(r.log(), "slot reclaim works again")
 		}
 		select {
 		case <-ctx.Done():

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -45,6 +46,7 @@ type bridge struct {
 	cdiDir  string // --cdi-spec-dir
 	// addr is the address --metrics-address bound, read from the log.
 	addr chan string
+	log  *logWatcher
 }
 
 func startBridge(t *testing.T) *bridge {
@@ -66,7 +68,8 @@ func startBridge(t *testing.T) *bridge {
 	b.cmd = exec.Command(filepath.Join(binDir, "cdi-bridge"), "--conf-dir", confDir, "--plugin-path", binDir, "--node-name", "n1",
 		"--device-plugin-dir", dpDir, "--domain", "cdi.test", "--local-store", filepath.Join(t.TempDir(), "i.json"),
 		"--metrics-address", "127.0.0.1:0", "--cdi-spec-dir", b.cdiDir)
-	b.cmd.Stderr = &logWatcher{addr: b.addr}
+	b.log = &logWatcher{addr: b.addr}
+	b.cmd.Stderr = b.log
 	if err := b.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -82,6 +85,21 @@ func startBridge(t *testing.T) *bridge {
 type logWatcher struct {
 	addr    chan<- string
 	pending []byte
+	mu      sync.Mutex
+	lines   []map[string]any
+}
+
+// records returns the log records so far whose msg is msg.
+func (w *logWatcher) records(msg string) []map[string]any {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []map[string]any
+	for _, l := range w.lines {
+		if l["msg"] == msg {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 func (w *logWatcher) Write(p []byte) (int, error) {
@@ -93,10 +111,40 @@ func (w *logWatcher) Write(p []byte) (int, error) {
 			return len(p), nil
 		}
 		w.pending = rest
+		var record map[string]any
+		if json.Unmarshal(line, &record) == nil {
+			w.mu.Lock()
+			w.lines = append(w.lines, record)
+			w.mu.Unlock()
+		}
 		var rec struct{ Msg, Address string }
 		if json.Unmarshal(line, &rec) == nil && rec.Msg == "serving metrics and health" {
 			w.addr <- rec.Address
 		}
+	}
+}
+
+// The log answers an operator's questions without decoding: which device
+// a call got, and durations as durations, not nanoseconds.
+func TestLogIsReadable(t *testing.T) {
+	b := startBridge(t)
+	if _, err := b.kubelet.Allocate(context.Background(), pool, []string{"0"}); err != nil {
+		t.Fatal(err)
+	}
+	var allocated []map[string]any
+	for deadline := time.Now().Add(wait); len(allocated) == 0; allocated = b.log.records("allocated") {
+		if time.Now().After(deadline) {
+			t.Fatal("no \"allocated\" line after a granted Allocate")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	a := allocated[0]
+	if a["resource"] != pool || a["level"] != "configuration" || len(a["slots"].([]any)) != 1 || len(a["devices"].([]any)) != 1 {
+		t.Errorf("allocated line %v, want the pool, its level, one slot and one device", a)
+	}
+	reclaim := b.log.records("slot reclaim")
+	if len(reclaim) != 1 || reclaim[0]["grace"] != "5m0s" || reclaim[0]["period"] != "30s" {
+		t.Errorf("slot reclaim lines %v, want one with grace 5m0s and period 30s", reclaim)
 	}
 }
 
@@ -150,8 +198,8 @@ func TestMetrics(t *testing.T) {
 	}
 	allocated := series{"cdi_bridge_allocations_total", map[string]string{"resource": pool, "level": "configuration", "result": "ok"}}
 	denied := series{"cdi_bridge_allocations_total", map[string]string{"resource": pool, "level": "configuration", "result": "denied"}}
-	adds := series{"cdi_bridge_plugin_exec_duration_seconds", map[string]string{"plugin": "generic-tty", "command": "ADD"}}
-	infos := series{"cdi_bridge_plugin_exec_duration_seconds", map[string]string{"plugin": "generic-tty", "command": "INFO"}}
+	adds := series{"cdi_bridge_plugin_exec_duration_seconds", map[string]string{"plugin": "generic-tty", "command": "ADD", "result": "ok"}}
+	infos := series{"cdi_bridge_plugin_exec_duration_seconds", map[string]string{"plugin": "generic-tty", "command": "INFO", "result": "ok"}}
 	registered := series{"cdi_bridge_registrations_total", map[string]string{"resource": pool, "result": "ok"}}
 
 	before := scrape(t, addr)
@@ -176,6 +224,21 @@ func TestMetrics(t *testing.T) {
 	for _, name := range []string{"go_goroutines", "process_start_time_seconds"} {
 		if after[name] == nil {
 			t.Errorf("no %s: the Go and process collectors are missing", name)
+		}
+	}
+	// The granted call's slot reaches the pool's gauges once the store's
+	// change is read back.
+	used := series{"cdi_bridge_slots", map[string]string{"resource": pool, "state": "used"}}
+	free := series{"cdi_bridge_slots", map[string]string{"resource": pool, "state": "free"}}
+	healthy := series{"cdi_bridge_devices", map[string]string{"resource": pool, "health": "healthy"}}
+	for deadline := time.Now().Add(wait); ; time.Sleep(20 * time.Millisecond) {
+		now := scrape(t, addr)
+		if used.value(now) == 1 && free.value(now) == 1 && healthy.value(now) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%v = %v, %v = %v, %v = %v; want 1 of 2 slots used on 2 healthy terminals",
+				used, used.value(now), free, free.value(now), healthy, healthy.value(now))
 		}
 	}
 }
@@ -215,6 +278,9 @@ func (s series) value(fams map[string]*dto.MetricFamily) float64 {
 		}
 		if h := m.GetHistogram(); h != nil {
 			return float64(h.GetSampleCount())
+		}
+		if g := m.GetGauge(); g != nil {
+			return g.GetValue()
 		}
 		return m.GetCounter().GetValue()
 	}

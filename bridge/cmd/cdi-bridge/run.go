@@ -40,7 +40,9 @@ type options struct {
 	maxDevices int
 	// maxInstanceLevel: bigger pools get no Instance-level resources.
 	maxInstanceLevel int
-	version          bool
+	// storeStaleLimit: /healthz fails past it.
+	storeStaleLimit time.Duration
+	version         bool
 }
 
 // errUsage is wrapped by the errors of a command line that does not parse;
@@ -73,6 +75,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.maxDevices, "max-devices-per-drop-in", discovery.DefaultMaxDevices, "devices served from one drop-in at most; the rest, in id order, are refused with an error")
 	fs.IntVar(&o.maxInstanceLevel, "max-instance-level-devices", node.DefaultMaxInstanceLevel, "a pool of more devices than this is offered at the Configuration level only, with no resource per device (each is a kubelet registration, a socket and a resource in the Node's status); 0 is no limit")
 	fs.StringVar(&o.metricsAddr, "metrics-address", ":8089", "address serving /metrics, /healthz and /readyz; empty turns it off")
+	fs.DurationVar(&o.storeStaleLimit, "store-stale-limit", 10*time.Minute, "how long the instance store may be behind the API server before /healthz fails and the kubelet restarts the bridge; 0 never")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&o.execTimeout, "exec-timeout", 30*time.Second, "bound on each plugin run, ADD included (the kubelet gives Allocate none)")
 	fs.DurationVar(&o.discoveryPeriod, "discovery-period", time.Minute, "how often INFO runs (drop-in changes are noticed within a second)")
@@ -113,7 +116,7 @@ func run(ctx context.Context, args []string) error {
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: readableDurations}))
 	log.Info("starting", "version", buildinfo.Version(), "node", o.nodeName, "confDir", o.confDir, "pluginPath", o.pluginPath, "domain", o.domain)
 	store, cfg, err := openStore(ctx, o, log)
 	if err != nil {
@@ -142,17 +145,27 @@ func run(ctx context.Context, args []string) error {
 		Discoverer: disc, DiscoveryPeriod: o.discoveryPeriod, Logger: log, OnAllocate: m.Allocation, OnRegister: m.Registration,
 		MaxInstanceLevel: o.maxInstanceLevel,
 	})
+	m.Pools(n.Usage)
 	if err := startReclaim(ctx, o, n, log); err != nil {
 		return err
 	}
 	if o.metricsAddr != "" {
-		if err := serveHTTP(ctx, o.metricsAddr, readiness{n, disc, stale}, m, log); err != nil {
+		if err := serveHTTP(ctx, o.metricsAddr, readiness{n, disc, stale, o.storeStaleLimit}, m, log); err != nil {
 			return err
 		}
 	}
 	err = n.Run(ctx)
 	log.Info("stopped")
 	return err
+}
+
+// readableDurations writes durations as Go writes them ("5m0s"), not as
+// the JSON handler's integer nanoseconds.
+func readableDurations(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 // openCDI opens --cdi-spec-dir, or returns nil with --cdi-names=false.
@@ -188,11 +201,28 @@ func startReclaim(ctx context.Context, o *options, n *node.Node, log *slog.Logge
 	return nil
 }
 
-// readiness is what /readyz reports on.
+// readiness is what /readyz and /healthz report on.
 type readiness struct {
 	n     *node.Node
 	disc  *discovery.Discoverer
 	stale func() (time.Time, error)
+	// staleLimit is how long the store may be stale before /healthz
+	// fails; 0 never.
+	staleLimit time.Duration
+}
+
+// health is nil unless the bridge is stuck in a way a restart may mend:
+// a discovery blocked past its deadline, or a store behind the API
+// server for longer than the limit.
+func (h readiness) health() error {
+	if err := h.disc.Health(); err != nil {
+		return err
+	}
+	if since, err := h.stale(); h.staleLimit > 0 && !since.IsZero() && time.Since(since) > h.staleLimit {
+		return fmt.Errorf("the instance store has been behind the API server for %v (limit %v): %v",
+			time.Since(since).Round(time.Second), h.staleLimit, err)
+	}
+	return nil
 }
 
 // staleness is the store's Stale, or never stale for a store without one
@@ -204,8 +234,8 @@ func staleness(store instance.Store) func() (time.Time, error) {
 	return func() (time.Time, error) { return time.Time{}, nil }
 }
 
-// serveHTTP serves, on one listener, /metrics, /healthz (while the
-// process runs) and /readyz: ready once the first discovery is published
+// serveHTTP serves, on one listener, /metrics, /healthz (readiness.health)
+// and /readyz: ready once the first discovery is published
 // and every device plugin registered (node.Readiness), and while the
 // instance store's view is current. Its body lists the
 // drop-ins discovery skipped, which do not make the bridge unready: the
@@ -217,7 +247,13 @@ func serveHTTP(ctx context.Context, addr string, h readiness, m *metrics.Metrics
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", m.Handler())
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := h.health(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if err := h.n.Readiness(); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
