@@ -10,26 +10,38 @@ DESTDIR   ?=
 PLUGINS := $(notdir $(patsubst %/main.go,%,$(wildcard plugins/*/main.go)))
 TOOLS   := cditool cdi-bridge
 
-.PHONY: all build install test lint bench demo image clean help kube-apiserver node-bins e2e
+.PHONY: all build install test lint bench demo image clean help kube-apiserver node-bins e2e prereqs tools
+
+# A pipeline fails when any of its commands does: go test's status is not
+# lost in the pipe into testsummary.
+SHELL       := /bin/bash
+.SHELLFLAGS := -o pipefail -c
 
 all: build
 
 help:
-	@echo "make build     plugins and tools into bin/ ($(PLUGINS) $(TOOLS))"
-	@echo "make install   plugins to DESTDIR$(PLUGINDIR), drop-ins to DESTDIR$(CONFDIR), tools to DESTDIR$(PREFIX)/bin"
-	@echo "make test      vet, then every test with the race detector (main module, then $(E2E)), then make e2e"
-	@echo "make e2e       a real node (etcd, kube-apiserver, kubelet, containerd, runc) running pods with the bridge's devices (root)"
-	@echo "make node-bins the kubelet and containerd $(CONTAINERD_VERSION) the node test runs, into bin/"
-	@echo "make lint      gofmt, go vet, staticcheck, and go.mod tidy in both modules"
-	@echo "make bench     benchmarks, printed as ratios against floors measured in the same run"
-	@echo "make demo      build, install into a temporary prefix and walk through the protocol"
-	@echo "make image     the bridge's container image as bin/cdi-bridge-image.tar (IMAGE=name:tag, ARCH=amd64|arm64)"
+	@echo "make build          plugins and tools into bin/ ($(PLUGINS) $(TOOLS))"
+	@echo "make install        plugins to DESTDIR$(PLUGINDIR), drop-ins to DESTDIR$(CONFDIR), tools to DESTDIR$(PREFIX)/bin"
+	@echo "make test           prerequisites checked, vet, every test with the race detector (main module, then $(E2E)),"
+	@echo "                    then make e2e; ends with one line counting passed, failed and skipped tests and why"
+	@echo "make prereqs        say which programs the tests need are missing, and how to get them"
+	@echo "make e2e            a real node (etcd, kube-apiserver, kubelet, containerd, runc) running pods with the bridge's devices (root)"
+	@echo "make kube-apiserver the kube-apiserver the Kubernetes tests run, into bin/ (a cold build takes minutes)"
+	@echo "make node-bins      the kubelet and containerd $(CONTAINERD_VERSION) the node test runs, into bin/"
+	@echo "make lint           gofmt, go vet, staticcheck, and go.mod tidy in both modules"
+	@echo "make bench          benchmarks, printed as ratios against floors measured in the same run"
+	@echo "make demo           build, install into a temporary prefix and walk through the protocol"
+	@echo "make image          the bridge's container image as bin/cdi-bridge-image.tar (IMAGE=name:tag, ARCH=amd64|arm64)"
+	@echo "make clean          remove bin/"
 
+# Static and stripped, the tools as the plugins: nothing of the host's C
+# library is needed, and the symbol table is not (panics still print
+# their stack: -s keeps the runtime's own tables).
 build:
 	@mkdir -p bin
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-s -o bin/ $(addprefix ./plugins/,$(PLUGINS))
 	@# -buildvcs=auto: the tools report the commit they were built from (--version).
-	$(GO) build -trimpath -buildvcs=auto -o bin/ ./spec/cmd/cditool ./bridge/cmd/cdi-bridge
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-s -buildvcs=auto -o bin/ ./spec/cmd/cditool ./bridge/cmd/cdi-bridge
 
 # Drop-ins an operator already has are left alone: they are configuration.
 install: build
@@ -53,9 +65,21 @@ E2E := bridge/e2e
 # runs the program KUBE_APISERVER names.
 KUBE_APISERVER := $(CURDIR)/bin/kube-apiserver
 
-kube-apiserver:
-	@echo "building $(KUBE_APISERVER) from $(E2E) (the first build downloads and compiles much of Kubernetes)"
-	cd $(E2E) && $(GO) build -o $(KUBE_APISERVER) ./cmd/kube-apiserver
+kube-apiserver: tools
+	@echo "building $(KUBE_APISERVER) from $(E2E) (the first build downloads and compiles much of Kubernetes: about 10 minutes on 2 cores)"
+	cd $(E2E) && $(GO) build -v -o $(KUBE_APISERVER) ./cmd/kube-apiserver 2>&1 | \
+		$(BUILDPROGRESS) -what kube-apiserver -total $$($(GO) list -deps ./cmd/kube-apiserver | wc -l)
+
+# The make helpers (bridge/internal/tools), built once: test, e2e and
+# kube-apiserver pipe into them.
+TESTSUMMARY   := $(CURDIR)/bin/testsummary
+BUILDPROGRESS := $(CURDIR)/bin/buildprogress
+tools:
+	@mkdir -p bin
+	@$(GO) build -o bin/ ./bridge/internal/tools/testsummary ./bridge/internal/tools/buildprogress
+
+prereqs:
+	@$(GO) run ./bridge/internal/tools/prereqs
 
 # The node's other programs. The kubelet is built like the kube-apiserver
 # (no -trimpath), so that the Kubernetes packages they share are compiled
@@ -67,10 +91,10 @@ CONTAINERD_BIN_DIR := $(CURDIR)/bin
 CONTAINERD_VERSION ?= v2.2.9
 CONTAINERD_CMDS    := containerd ctr containerd-shim-runc-v2
 
-node-bins:
-	@mkdir -p bin
+node-bins: tools
 	@echo "building $(KUBELET) from $(E2E) (minutes on a cold build cache)"
-	cd $(E2E) && $(GO) build -o $(KUBELET) ./cmd/kubelet
+	cd $(E2E) && $(GO) build -v -o $(KUBELET) ./cmd/kubelet 2>&1 | \
+		$(BUILDPROGRESS) -what kubelet -total $$($(GO) list -deps ./cmd/kubelet | wc -l)
 	@echo "installing containerd $(CONTAINERD_VERSION) ($(CONTAINERD_CMDS)) into $(CONTAINERD_BIN_DIR) (minutes on a cold build cache)"
 	GOBIN=$(CONTAINERD_BIN_DIR) CGO_ENABLED=0 $(GO) install -tags no_btrfs,no_devmapper,no_zfs \
 		$(foreach c,$(CONTAINERD_CMDS),github.com/containerd/containerd/v2/cmd/$(c)@$(CONTAINERD_VERSION))
@@ -80,15 +104,21 @@ node-bins:
 # with the race detector, the plugins, the pods' image) happen first.
 e2e: kube-apiserver node-bins
 	cd $(E2E) && KUBE_APISERVER=$(KUBE_APISERVER) KUBELET=$(KUBELET) CONTAINERD_BIN_DIR=$(CONTAINERD_BIN_DIR) \
-		$(GO) test -race -count=1 -timeout=20m -v ./node
+		$(GO) test -race -count=1 -timeout=20m -json ./node | $(TESTSUMMARY) -v $(if $(TALLY),-tally $(TALLY))
 
 # bridge/e2e/node is left to the e2e target, which builds what it runs.
-test: kube-apiserver
+# Each go test run prints its own summary and adds it to $(TALLY); the
+# last line sums them: tests passed, failed and skipped (subtests
+# included), and why each skip happened.
+TALLY := $(CURDIR)/bin/test-tally.jsonl
+test: prereqs kube-apiserver
+	@rm -f $(TALLY)
 	$(GO) vet ./...
-	KUBE_APISERVER=$(KUBE_APISERVER) $(GO) test -race -count=1 ./...
+	KUBE_APISERVER=$(KUBE_APISERVER) $(GO) test -race -count=1 -json ./... | $(TESTSUMMARY) -tally $(TALLY)
 	cd $(E2E) && $(GO) vet ./...
-	cd $(E2E) && $(GO) test -race -count=1 $$($(GO) list ./... | grep -v '/node$$')
-	@$(MAKE) --no-print-directory e2e
+	cd $(E2E) && $(GO) test -race -count=1 -json $$($(GO) list ./... | grep -v '/node$$') | $(TESTSUMMARY) -tally $(TALLY)
+	@$(MAKE) --no-print-directory e2e TALLY=$(TALLY)
+	@$(TESTSUMMARY) -total $(TALLY)
 
 # staticcheck at a pinned version, run from the module proxy: nothing of it
 # enters our go.mod files.

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A stream of go test -json as cmd/test2json writes it: one package
+// passes with a skip, one fails, one has no tests.
+const stream = `{"Action":"start","Package":"a"}
+{"Action":"run","Package":"a","Test":"TestOK"}
+{"Action":"output","Package":"a","Test":"TestOK","Output":"=== RUN   TestOK\n"}
+{"Action":"pass","Package":"a","Test":"TestOK","Elapsed":0.01}
+{"Action":"run","Package":"a","Test":"TestNeedsEtcd"}
+{"Action":"output","Package":"a","Test":"TestNeedsEtcd","Output":"=== RUN   TestNeedsEtcd\n"}
+{"Action":"output","Package":"a","Test":"TestNeedsEtcd","Output":"    a_test.go:12: etcd not on the PATH\n"}
+{"Action":"output","Package":"a","Test":"TestNeedsEtcd","Output":"--- SKIP: TestNeedsEtcd (0.00s)\n"}
+{"Action":"skip","Package":"a","Test":"TestNeedsEtcd","Elapsed":0}
+{"Action":"pass","Package":"a","Elapsed":0.5}
+{"Action":"run","Package":"b","Test":"TestBroken"}
+{"Action":"output","Package":"b","Test":"TestBroken","Output":"    b_test.go:7: got 1, want 2\n"}
+{"Action":"fail","Package":"b","Test":"TestBroken","Elapsed":0.02}
+{"Action":"fail","Package":"b","Elapsed":0.1}
+{"Action":"skip","Package":"c","Elapsed":0}
+`
+
+func TestRun(t *testing.T) {
+	var out strings.Builder
+	tally := filepath.Join(t.TempDir(), "tally")
+	if status := run(strings.NewReader(stream), &out, false, tally); status != 1 {
+		t.Errorf("status %d with a failed test, want 1", status)
+	}
+	for _, want := range []string{
+		"ok  \ta\t0.500s", "b_test.go:7: got 1, want 2", "FAIL\tb", "?   \tc\t[no test files]",
+		"1 packages ok, 1 failed, 1 without tests; 1 tests passed, 1 failed, 1 skipped",
+		"skipped 1: etcd not on the PATH",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "=== RUN   TestOK") {
+		t.Errorf("a passing test's output was printed:\n%s", out.String())
+	}
+	// A second run adds to the tally; -total sums both.
+	run(strings.NewReader(stream), &strings.Builder{}, false, tally)
+	out.Reset()
+	if status := printTotal(&out, tally); status != 0 {
+		t.Errorf("printTotal status %d", status)
+	}
+	if want := "all tests (2 runs): 2 packages ok, 2 failed, 2 without tests; 2 tests passed, 2 failed, 2 skipped\n  skipped 2: etcd not on the PATH"; !strings.Contains(out.String(), want) {
+		t.Errorf("total %q, want %q", out.String(), want)
+	}
+}
+
+// No events at all (go test could not start) is a failure, and its text
+// is passed on.
+func TestRunWithoutEvents(t *testing.T) {
+	var out strings.Builder
+	if status := run(strings.NewReader("go: unknown flag -racey\n"), &out, false, ""); status != 1 {
+		t.Errorf("status %d, want 1", status)
+	}
+	if !strings.Contains(out.String(), "go: unknown flag -racey") || !strings.Contains(out.String(), "no test events") {
+		t.Errorf("output:\n%s", out.String())
+	}
+}
