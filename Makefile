@@ -39,8 +39,9 @@ help:
 # their stack: -s keeps the runtime's own tables).
 build:
 	@mkdir -p bin
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-s -o bin/ $(addprefix ./plugins/,$(PLUGINS))
-	@# -buildvcs=auto: the tools report the commit they were built from (--version).
+	@# -buildvcs=auto: the binaries report the commit they were built from
+	@# (the plugins' VERSION, the tools' --version).
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-s -buildvcs=auto -o bin/ $(addprefix ./plugins/,$(PLUGINS))
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-s -buildvcs=auto -o bin/ ./spec/cmd/cditool ./bridge/cmd/cdi-bridge
 
 # Drop-ins an operator already has are left alone: they are configuration.

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/cdiexec/cdi/spec"
+	"github.com/cdiexec/cdi/spec/buildinfo"
 	"github.com/cdiexec/cdi/spec/plainjson"
 )
 
@@ -89,7 +90,8 @@ func Main(p Plugin) {
 func (d *Dispatcher) Run(p Plugin) int {
 	cmd := upperASCII(d.getenv(EnvCommand))
 	if cmd == CmdVersion {
-		return d.write(spec.VersionResult{CDIVersion: spec.Current, SupportedVersions: spec.SupportedVersions()}, 0)
+		return d.write(spec.VersionResult{CDIVersion: spec.Current, SupportedVersions: spec.SupportedVersions(),
+			PluginVersion: buildinfo.Version()}, 0)
 	}
 	stdin, readErr := io.ReadAll(io.LimitReader(d.Stdin, spec.MaxConfigSize+1))
 	version := d.errorVersion(stdin)

@@ -66,6 +66,7 @@ func TestDispatch(t *testing.T) {
 		contains string  // in stdout
 	}{
 		{"version needs nothing", Plugin{}, map[string]string{"CDI_COMMAND": "version"}, "", 0, 0, `"supportedVersions"`},
+		{"version names the build", Plugin{}, map[string]string{"CDI_COMMAND": "VERSION"}, "", 0, 0, `"pluginVersion": "devel"`},
 		{"bad version before command", fullPlugin(), map[string]string{"CDI_VERSION": "0.999"}, ttyConf, 1, 1, `"cdiVersion": "0.0.1"`},
 		{"unknown command", fullPlugin(), map[string]string{"CDI_VERSION": "0.0.1", "CDI_COMMAND": "MYCMD"}, ttyConf, 1, 3, "Unsupported command: MYCMD"},
 		{"dotless i is not i", fullPlugin(), map[string]string{"CDI_VERSION": "0.0.1", "CDI_COMMAND": "ınfo"}, ttyConf, 1, 3, "Unsupported command"},

@@ -18,6 +18,9 @@ const InventoryKey = "device_inventory"
 type VersionResult struct {
 	CDIVersion        string   `json:"cdiVersion"`
 	SupportedVersions []string `json:"supportedVersions"`
+	// PluginVersion is the plugin binary's build (spec/buildinfo): which
+	// release or commit answers. Informational; "" is left out.
+	PluginVersion string `json:"pluginVersion,omitempty"`
 }
 
 // InfoResult is the reply to INFO: a flat count per resource-spec and, from

@@ -21,6 +21,7 @@ func (r VersionResult) WriteJSON(w *plainjson.Writer) {
 	w.String(r.CDIVersion)
 	w.Key("supportedVersions")
 	w.Strings(r.SupportedVersions)
+	w.OmitEmptyString("pluginVersion", r.PluginVersion)
 	w.EndObject()
 }
 
