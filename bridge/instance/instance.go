@@ -10,23 +10,27 @@ import (
 )
 
 // Instance is one device as the cluster sees it.
+//
+// The JSON names are lowerCamel, as in every document of the project (the
+// local store's file); encoding/json matches names without regard to
+// case, so a file written with the Go names before still reads.
 type Instance struct {
 	// Name is Name(Config, DeviceID, node, Shared).
-	Name string
+	Name string `json:"name"`
 	// Config is the pool the device belongs to (discovery.Pool.Name).
-	Config   string
-	DeviceID string
-	Shared   bool
+	Config   string `json:"config"`
+	DeviceID string `json:"deviceId"`
+	Shared   bool   `json:"shared"`
 	// Nodes are the nodes that currently see the device, sorted.
-	Nodes    []string
-	Capacity int
+	Nodes    []string `json:"nodes"`
+	Capacity int      `json:"capacity"`
 	// Usage maps every slot id to its usage: "" free, "<node>" held by
 	// that node's Instance-level plugin, "C:<vdev>:<node>" held by that
 	// node's Configuration-level plugin as virtual device vdev.
-	Usage      map[string]string
-	Properties map[string]string
+	Usage      map[string]string `json:"usage"`
+	Properties map[string]string `json:"properties,omitempty"`
 	// Version is opaque: the store's revision of the record.
-	Version string
+	Version string `json:"version,omitempty"`
 }
 
 // maxName keeps "<name>-<slot>" within the 63 characters the kubelet

@@ -144,3 +144,38 @@ func TestLockLinkRefused(t *testing.T) {
 		t.Errorf("the lock's link created its target: %v", err)
 	}
 }
+
+// The file's names are lowerCamel; a file written before, with the Go
+// field names, still reads.
+func TestFileNames(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "instances.json")
+	old := `{"generation": 3, "instances": {"cam-1": {"Name": "cam-1", "Config": "cam", "DeviceID": "lobby", "Shared": true,
+		"Nodes": ["a"], "Capacity": 2, "Usage": {"cam-1-0": "a", "cam-1-1": ""}, "Properties": {"url": "rtsp://x"}}}}`
+	if err := os.WriteFile(path, []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := New(path)
+	all, err := s.List(context.Background())
+	if err != nil || len(all) != 1 {
+		t.Fatalf("List = %v, %v", all, err)
+	}
+	in := all[0]
+	if in.Config != "cam" || in.DeviceID != "lobby" || !in.Shared || in.Capacity != 2 || in.Usage["cam-1-0"] != "a" || in.Properties["url"] != "rtsp://x" {
+		t.Errorf("read %+v from a file of Go field names", in)
+	}
+	if err := s.Observe(context.Background(), "b", "cam", []instance.Instance{storetest.Cam("b", "gate", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{`"deviceId"`, `"config"`, `"capacity"`, `"usage"`, `"nodes"`} {
+		if !strings.Contains(string(data), name) {
+			t.Errorf("the file written lacks %s:\n%s", name, data)
+		}
+	}
+	if strings.Contains(string(data), `"DeviceID"`) {
+		t.Errorf("the file written still has Go field names:\n%s", data)
+	}
+}
