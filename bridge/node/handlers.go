@@ -44,23 +44,23 @@ func (v view) cdiDevice(id string) *CDIDevice {
 	return &CDIDevice{Name: v.kind.QualifiedName(id), Nodes: v.devices[id].DeviceNodes}
 }
 
-// ilHandler is the Instance-level plugin of one Instance.
-type ilHandler struct {
+// instanceLevelHandler is the Instance-level plugin of one Instance.
+type instanceLevelHandler struct {
 	n        *Node
 	instance string
 	pool     string
 }
 
-func (h *ilHandler) Devices() []deviceplugin.Device {
+func (h *instanceLevelHandler) Devices() []deviceplugin.Device {
 	v, _ := h.n.view(h.pool)
 	return v.lists[h.n.resource(h.instance)]
 }
 
-func (h *ilHandler) Changes() (<-chan struct{}, func()) {
+func (h *instanceLevelHandler) Changes() (<-chan struct{}, func()) {
 	return h.n.streams.Subscribe(h.n.resource(h.instance))
 }
 
-func (h *ilHandler) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+func (h *instanceLevelHandler) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
 	h.n.allocMu.RLock()
 	defer h.n.allocMu.RUnlock()
 	v, _ := h.n.view(h.pool)
@@ -83,22 +83,22 @@ func (h *ilHandler) Allocate(ctx context.Context, req *pluginapi.AllocateRequest
 // Instance-level plugin is a slot of the same device, on the same NUMA
 // node, so any choice the kubelet makes is as good as another. The
 // plugin does not advertise the call (see reconcilePlugins).
-func (h *ilHandler) PreferredAllocation(context.Context, *pluginapi.PreferredAllocationRequest) (*pluginapi.PreferredAllocationResponse, error) {
+func (h *instanceLevelHandler) PreferredAllocation(context.Context, *pluginapi.PreferredAllocationRequest) (*pluginapi.PreferredAllocationResponse, error) {
 	return nil, nil
 }
 
-// clHandler is the Configuration-level plugin of one pool.
-type clHandler struct {
+// configurationLevelHandler is the Configuration-level plugin of one pool.
+type configurationLevelHandler struct {
 	n    *Node
 	pool string
 }
 
-func (h *clHandler) Devices() []deviceplugin.Device {
+func (h *configurationLevelHandler) Devices() []deviceplugin.Device {
 	v, _ := h.n.view(h.pool)
 	return v.lists[h.n.resource(h.pool)]
 }
 
-func (h *clHandler) Changes() (<-chan struct{}, func()) {
+func (h *configurationLevelHandler) Changes() (<-chan struct{}, func()) {
 	return h.n.streams.Subscribe(h.n.resource(h.pool))
 }
 
@@ -108,7 +108,7 @@ func (h *clHandler) Changes() (<-chan struct{}, func()) {
 // node is granted within N plans.
 const Replans = 4
 
-func (h *clHandler) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+func (h *configurationLevelHandler) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
 	h.n.allocMu.RLock()
 	defer h.n.allocMu.RUnlock()
 	requests := make([][]string, len(req.ContainerRequests))
@@ -138,7 +138,7 @@ func (h *clHandler) Allocate(ctx context.Context, req *pluginapi.AllocateRequest
 
 // grants maps the vdevs of each container request to Grants by the
 // pool's rules.
-func (h *clHandler) grants(v view, requests [][]string) ([][]Grant, error) {
+func (h *configurationLevelHandler) grants(v view, requests [][]string) ([][]Grant, error) {
 	claims, err := v.rules.Allocate(requests)
 	if err != nil {
 		return nil, err
@@ -159,7 +159,7 @@ func (h *clHandler) grants(v view, requests [][]string) ([][]Grant, error) {
 // PreferredAllocation steers the kubelet, per container request, to vdevs
 // of distinct instances (pool.Prefer), so that it does not pick two that
 // Allocate must deny for sharing a device.
-func (h *clHandler) PreferredAllocation(_ context.Context, req *pluginapi.PreferredAllocationRequest) (*pluginapi.PreferredAllocationResponse, error) {
+func (h *configurationLevelHandler) PreferredAllocation(_ context.Context, req *pluginapi.PreferredAllocationRequest) (*pluginapi.PreferredAllocationResponse, error) {
 	v, _ := h.n.view(h.pool)
 	resp := &pluginapi.PreferredAllocationResponse{}
 	for _, c := range req.ContainerRequests {

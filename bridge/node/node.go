@@ -225,5 +225,5 @@ func orDefault(d, def time.Duration) time.Duration {
 	return def
 }
 
-var _ deviceplugin.Handler = (*ilHandler)(nil)
-var _ deviceplugin.Handler = (*clHandler)(nil)
+var _ deviceplugin.Handler = (*instanceLevelHandler)(nil)
+var _ deviceplugin.Handler = (*configurationLevelHandler)(nil)

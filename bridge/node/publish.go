@@ -92,12 +92,12 @@ func (n *Node) reconcilePlugins(ctx context.Context) {
 	want := map[string]deviceplugin.Handler{}
 	n.mu.Lock()
 	for _, p := range n.pools {
-		want[n.resource(p.Name)] = &clHandler{n: n, pool: p.Name}
+		want[n.resource(p.Name)] = &configurationLevelHandler{n: n, pool: p.Name}
 		if !n.instanceLevel(p) {
 			continue
 		}
 		for _, in := range n.seen(p) {
-			want[n.resource(in.Name)] = &ilHandler{n: n, instance: in.Name, pool: p.Name}
+			want[n.resource(in.Name)] = &instanceLevelHandler{n: n, instance: in.Name, pool: p.Name}
 		}
 	}
 	for name := range n.poolLevelOnly {
@@ -123,7 +123,7 @@ func (n *Node) reconcilePlugins(ctx context.Context) {
 			continue
 		}
 		n.running[res] = true
-		n.plugins.Add(deviceplugin.Spec{Resource: res, Handler: h, Preferred: isCL(h)})
+		n.plugins.Add(deviceplugin.Spec{Resource: res, Handler: h, Preferred: isConfigurationLevel(h)})
 		start = append(start, res)
 	}
 	sort.Strings(start)
@@ -135,11 +135,11 @@ func (n *Node) reconcilePlugins(ctx context.Context) {
 	n.mu.Unlock()
 }
 
-// isCL says whether h is a Configuration-level handler, the only kind
-// that advertises GetPreferredAllocation: an Instance-level plugin's slots
-// are all one device, so it has no preference to give.
-func isCL(h deviceplugin.Handler) bool {
-	_, ok := h.(*clHandler)
+// isConfigurationLevel says whether h is a Configuration-level handler,
+// the only kind that advertises GetPreferredAllocation: an Instance-level
+// plugin's slots are all one device, so it has no preference to give.
+func isConfigurationLevel(h deviceplugin.Handler) bool {
+	_, ok := h.(*configurationLevelHandler)
 	return ok
 }
 
