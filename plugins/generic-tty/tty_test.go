@@ -60,7 +60,8 @@ func TestDraftExamples(t *testing.T) {
 	})
 	t.Run("VERSION", func(t *testing.T) {
 		r := run("CDI_COMMAND", "VERSION")
-		want := map[string]any{"cdiVersion": "0.1.0", "supportedVersions": []any{"0.0.1", "0.0.2", "0.1.0"}}
+		// pluginVersion is the binary's build: a test binary's is devel.
+		want := map[string]any{"cdiVersion": "0.1.0", "supportedVersions": []any{"0.0.1", "0.0.2", "0.1.0"}, "pluginVersion": "devel"}
 		if r.Status != 0 || !reflect.DeepEqual(r.Doc, want) {
 			t.Fatalf("status %d, %s; want %v", r.Status, r.Stdout, want)
 		}

@@ -89,7 +89,9 @@ func (s *summary) end(e event, key string) {
 	case "fail":
 		s.c.PackagesFailed++
 		if !s.verbose {
+			// The package's own output ends with go test's FAIL line.
 			s.printOutput(key)
+			return
 		}
 		fmt.Fprintf(s.out, "FAIL\t%s\t%.3fs\n", e.Package, e.Elapsed)
 	}

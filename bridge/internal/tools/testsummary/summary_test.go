@@ -21,6 +21,8 @@ const stream = `{"Action":"start","Package":"a"}
 {"Action":"run","Package":"b","Test":"TestBroken"}
 {"Action":"output","Package":"b","Test":"TestBroken","Output":"    b_test.go:7: got 1, want 2\n"}
 {"Action":"fail","Package":"b","Test":"TestBroken","Elapsed":0.02}
+{"Action":"output","Package":"b","Output":"FAIL\n"}
+{"Action":"output","Package":"b","Output":"FAIL\tb\t0.100s\n"}
 {"Action":"fail","Package":"b","Elapsed":0.1}
 {"Action":"skip","Package":"c","Elapsed":0}
 `
@@ -39,6 +41,9 @@ func TestRun(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
+	}
+	if strings.Count(out.String(), "FAIL\tb") != 1 {
+		t.Errorf("want one FAIL line for b:\n%s", out.String())
 	}
 	if strings.Contains(out.String(), "=== RUN   TestOK") {
 		t.Errorf("a passing test's output was printed:\n%s", out.String())
