@@ -11,7 +11,12 @@ repo=$PWD
 prefix=$(mktemp -d "${TMPDIR:-/tmp}/cdi-demo.XXXXXX")
 if [ -z "${KEEP:-}" ]; then trap 'rm -rf "$prefix"' EXIT; fi
 
-step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+# Bold headings on a terminal; plain text into a file or a pipe.
+if [ -t 1 ]; then
+	step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+else
+	step() { printf '\n== %s\n' "$*"; }
+fi
 show() { printf '$ %s\n' "$*"; "$@"; }
 
 step "install into $prefix"

@@ -75,7 +75,7 @@ func TestCditool(t *testing.T) {
 		stdoutHas []string
 		stderrHas []string
 	}{
-		{"info", one, []string{"info", "tty"}, 0, []string{"== tty.d/generic.conf: TTYs", "RESOURCE  COUNT", "tty       2", "CAPACITY", "tty1  tty       /dev/fake1  -     yes      0     2         yes"}, []string{"testplugin: INFO"}},
+		{"info", one, []string{"info", "tty"}, 0, []string{"== tty.d/generic.conf: TTYs", "RESOURCE  SLOTS (healthy devices x capacity)", "tty       2", "CAPACITY", "tty1  tty       /dev/fake1  -     yes      0     2         yes"}, []string{"testplugin: INFO"}},
 		{"info all drop-ins", two, []string{"info", "tty"}, 0, []string{"tty.d/a.conf: A", "tty.d/b.conf: B"}, nil},
 		{"info one drop-in by name", two, []string{"info", "--conf", "B", "tty"}, 0, []string{"tty.d/b.conf: B"}, nil},
 		{"info 0.0.1 has no inventory", one, []string{"--cdi-version", "0.0.1", "info", "tty"}, 0, []string{"tty       2"}, nil},

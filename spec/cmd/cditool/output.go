@@ -44,9 +44,11 @@ func printVersion(w io.Writer, v *spec.VersionResult, negotiated string, forced 
 	t.Flush()
 }
 
+// printInfo prints INFO's counts, which are usage slots of healthy
+// devices (SPEC.md), not devices, as the header says; then the inventory.
 func printInfo(w io.Writer, r *spec.InfoResult) {
 	t := table(w)
-	row(t, "RESOURCE", "COUNT")
+	row(t, "RESOURCE", "SLOTS (healthy devices x capacity)")
 	for _, k := range r.SortedSpecs() {
 		row(t, k, strconv.Itoa(r.Counts[k]))
 	}
