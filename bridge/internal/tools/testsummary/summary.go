@@ -79,21 +79,29 @@ func (s *summary) end(e event, key string) {
 		s.endTest(e, key)
 		return
 	}
+	s.endPackage(e, key)
+}
+
+// endPackage records a package's end, and prints its line unless the
+// verbose output, which holds go test's own, has printed it.
+func (s *summary) endPackage(e event, key string) {
 	switch e.Action {
 	case "pass":
 		s.c.PackagesOK++
-		fmt.Fprintf(s.out, "ok  \t%s\t%.3fs\n", e.Package, e.Elapsed)
+		if !s.verbose {
+			fmt.Fprintf(s.out, "ok  \t%s\t%.3fs\n", e.Package, e.Elapsed)
+		}
 	case "skip":
 		s.c.PackagesNoTests++
-		fmt.Fprintf(s.out, "?   \t%s\t[no test files]\n", e.Package)
+		if !s.verbose {
+			fmt.Fprintf(s.out, "?   \t%s\t[no test files]\n", e.Package)
+		}
 	case "fail":
 		s.c.PackagesFailed++
 		if !s.verbose {
 			// The package's own output ends with go test's FAIL line.
 			s.printOutput(key)
-			return
 		}
-		fmt.Fprintf(s.out, "FAIL\t%s\t%.3fs\n", e.Package, e.Elapsed)
 	}
 }
 
@@ -168,8 +176,8 @@ func (c *counts) add(o counts) {
 // most frequent first.
 func (c counts) line() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d packages ok, %d failed, %d without tests; %d tests passed, %d failed, %d skipped",
-		c.PackagesOK, c.PackagesFailed, c.PackagesNoTests, c.TestsPassed, c.TestsFailed, c.TestsSkipped)
+	fmt.Fprintf(&b, "%s ok, %d failed, %d without tests; %s passed, %d failed, %d skipped",
+		plural(c.PackagesOK, "package"), c.PackagesFailed, c.PackagesNoTests, plural(c.TestsPassed, "test"), c.TestsFailed, c.TestsSkipped)
 	reasons := make([]string, 0, len(c.Skips))
 	for r := range c.Skips {
 		reasons = append(reasons, r)
@@ -213,4 +221,12 @@ func readCounts(file string) ([]counts, error) {
 		all = append(all, c)
 	}
 	return all, nil
+}
+
+// plural is "1 test", "2 tests".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 %s", noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

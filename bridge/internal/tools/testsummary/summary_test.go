@@ -35,7 +35,7 @@ func TestRun(t *testing.T) {
 	}
 	for _, want := range []string{
 		"ok  \ta\t0.500s", "b_test.go:7: got 1, want 2", "FAIL\tb", "?   \tc\t[no test files]",
-		"1 packages ok, 1 failed, 1 without tests; 1 tests passed, 1 failed, 1 skipped",
+		"1 package ok, 1 failed, 1 without tests; 1 test passed, 1 failed, 1 skipped",
 		"skipped 1: etcd not on the PATH",
 	} {
 		if !strings.Contains(out.String(), want) {
@@ -68,5 +68,19 @@ func TestRunWithoutEvents(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "go: unknown flag -racey") || !strings.Contains(out.String(), "no test events") {
 		t.Errorf("output:\n%s", out.String())
+	}
+}
+
+// Verbose output carries go test's own package lines: none is added.
+func TestRunVerbose(t *testing.T) {
+	var out strings.Builder
+	in := `{"Action":"output","Package":"a","Output":"ok  \ta\t0.5s\n"}
+{"Action":"pass","Package":"a","Elapsed":0.5}
+`
+	if status := run(strings.NewReader(in), &out, true, ""); status != 0 {
+		t.Errorf("status %d", status)
+	}
+	if strings.Count(out.String(), "ok  \ta") != 1 {
+		t.Errorf("want go test's ok line once:\n%s", out.String())
 	}
 }
