@@ -1,9 +1,7 @@
 package main
 
 import (
-	"encoding/json"
 	"net"
-	"os"
 	"reflect"
 	"testing"
 
@@ -22,25 +20,12 @@ func TestMain(m *testing.M) {
 // directory. The shipped drop-in does not probe, so nothing here touches
 // its documentation-range addresses.
 func shippedConf(t *testing.T) []byte {
-	t.Helper()
-	data, err := os.ReadFile("../../conf.d/camera.d/endpoint.conf")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc map[string]any
-	if err := json.Unmarshal(data, &doc); err != nil {
-		t.Fatal(err)
-	}
+	doc := exectest.ShippedDropIn(t, "camera.d/endpoint.conf", t.TempDir())
 	args := doc["args"].(map[string]any)
 	if probe, _ := args["probe"].(map[string]any); probe["tcp"] != false {
 		t.Fatalf("the shipped drop-in must not probe: %v", args["probe"])
 	}
-	args["stateDir"] = t.TempDir()
-	out, err := json.Marshal(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return exectest.Marshal(t, doc)
 }
 
 func TestShippedConf(t *testing.T) {

@@ -220,3 +220,44 @@ func ModuleRoot() (string, error) {
 		dir = parent
 	}
 }
+
+// ShippedDropIn is conf.d's drop-in rel (e.g. "tty.d/generic.conf") as a
+// document whose plugin runs here: its state in stateDir, and its root,
+// where it has one, at the fixture host.
+func ShippedDropIn(t testing.TB, rel, stateDir string) map[string]any {
+	t.Helper()
+	root, err := ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(root, "conf.d", rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatalf("conf.d/%s: %v", rel, err)
+	}
+	args, ok := doc["args"].(map[string]any)
+	if !ok {
+		t.Fatalf("conf.d/%s has no args", rel)
+	}
+	if root, ok := args["root"]; ok {
+		if root != "/" {
+			t.Fatalf("conf.d/%s: root %v; a shipped drop-in serves the host's /", rel, root)
+		}
+		args["root"] = FixtureRoot(t)
+	}
+	args["stateDir"] = stateDir
+	return doc
+}
+
+// Marshal is doc as JSON, for a plugin's stdin.
+func Marshal(t testing.TB, doc any) []byte {
+	t.Helper()
+	b, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -21,30 +20,9 @@ func TestMain(m *testing.M) {
 // shippedConf is conf.d/dev.d/generic.conf with root at the fixture and a
 // fresh state directory, as the given version.
 func shippedConf(t *testing.T, version string) []byte {
-	t.Helper()
-	data, err := os.ReadFile("../../conf.d/dev.d/generic.conf")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc map[string]any
-	if err := json.Unmarshal(data, &doc); err != nil {
-		t.Fatal(err)
-	}
-	root, err := filepath.Abs("../../testdata/root")
-	if err != nil {
-		t.Fatal(err)
-	}
-	args := doc["args"].(map[string]any)
-	if args["root"] != "/" {
-		t.Fatalf("shipped root %v, want /", args["root"])
-	}
-	args["root"], args["stateDir"] = root, t.TempDir()
+	doc := exectest.ShippedDropIn(t, "dev.d/generic.conf", t.TempDir())
 	doc["cdiVersion"] = version
-	out, err := json.Marshal(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return exectest.Marshal(t, doc)
 }
 
 func TestShippedConf(t *testing.T) {

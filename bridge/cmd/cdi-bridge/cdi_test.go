@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -78,18 +77,9 @@ func startDefaultBridge(t *testing.T, cdiDir string) *kubelettest.Kubelet {
 	confDir, state := t.TempDir(), exectest.StateDir(t)
 	drops, _ := filepath.Glob(filepath.Join(root, "conf.d", "*", "*.conf"))
 	for _, src := range drops {
-		var doc map[string]any
-		data, err := os.ReadFile(src)
-		if err == nil {
-			err = json.Unmarshal(data, &doc)
-		}
-		args, _ := doc["args"].(map[string]any)
-		if err != nil || args == nil {
-			t.Fatalf("%s: %v, args %v", src, err, args)
-		}
-		args["root"], args["stateDir"] = exectest.FixtureRoot(t), state
-		data, _ = json.Marshal(doc)
-		dst := filepath.Join(confDir, filepath.Base(filepath.Dir(src)), filepath.Base(src))
+		rel := filepath.Join(filepath.Base(filepath.Dir(src)), filepath.Base(src))
+		data := exectest.Marshal(t, exectest.ShippedDropIn(t, rel, state))
+		dst := filepath.Join(confDir, rel)
 		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 			t.Fatal(err)
 		}

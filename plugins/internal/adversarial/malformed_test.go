@@ -3,7 +3,6 @@ package adversarial
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -152,21 +151,7 @@ func run(t *testing.T, tg target, env map[string]string, stdin []byte) exectest.
 // shippedDropIn is conf.d's drop-in with root at the fixture and a fresh
 // stateDir.
 func shippedDropIn(t *testing.T, rel string) map[string]any {
-	root, err := exectest.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(filepath.Join(root, "conf.d", rel))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc map[string]any
-	if err := json.Unmarshal(data, &doc); err != nil {
-		t.Fatal(err)
-	}
-	args := doc["args"].(map[string]any)
-	args["root"], args["stateDir"] = exectest.FixtureRoot(t), t.TempDir()
-	return doc
+	return exectest.ShippedDropIn(t, rel, t.TempDir())
 }
 
 func clone(t *testing.T, doc map[string]any) map[string]any {
