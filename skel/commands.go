@@ -22,28 +22,28 @@ type commandSpec struct {
 // the table is consulted and needs nothing.
 func commandTable() map[string]commandSpec {
 	return map[string]commandSpec{
-		CmdInfo: {
+		spec.CmdInfo: {
 			implemented: func(p *Plugin) bool { return p.Info != nil },
 			run: func(p *Plugin, a *Args) (jsonDocument, error) {
 				r, err := p.Info(a)
 				return versioned(r, err, func(r *spec.InfoResult) jsonDocument { return r.ForVersion(a.Version) })
 			},
 		},
-		CmdAdd: {
-			required:    []string{EnvVersion, EnvRequest, EnvRequestID},
+		spec.CmdAdd: {
+			required:    []string{spec.EnvVersion, spec.EnvRequest, spec.EnvRequestID},
 			implemented: func(p *Plugin) bool { return p.Add != nil },
 			run: func(p *Plugin, a *Args) (jsonDocument, error) {
 				r, err := p.Add(a)
 				return versioned(r, err, func(r *spec.AddResult) jsonDocument { return r.ForVersion(a.Version) })
 			},
 		},
-		CmdDel: {
-			required:    []string{EnvVersion, EnvRequestID},
+		spec.CmdDel: {
+			required:    []string{spec.EnvVersion, spec.EnvRequestID},
 			implemented: func(p *Plugin) bool { return p.Del != nil },
 			run:         func(p *Plugin, a *Args) (jsonDocument, error) { return nil, p.Del(a) },
 		},
-		CmdList: {
-			required:    []string{EnvVersion},
+		spec.CmdList: {
+			required:    []string{spec.EnvVersion},
 			minVersion:  spec.Version010,
 			implemented: func(p *Plugin) bool { return p.List != nil },
 			run: func(p *Plugin, a *Args) (jsonDocument, error) {
@@ -58,8 +58,8 @@ func commandTable() map[string]commandSpec {
 				})
 			},
 		},
-		CmdGC: {
-			required:    []string{EnvVersion, EnvValidRequestIDs},
+		spec.CmdGC: {
+			required:    []string{spec.EnvVersion, spec.EnvValidRequestIDs},
 			minVersion:  spec.Version010,
 			implemented: func(p *Plugin) bool { return p.GC != nil },
 			run: func(p *Plugin, a *Args) (jsonDocument, error) {
@@ -93,19 +93,19 @@ func versioned[R any](r *R, err error, conv func(*R) jsonDocument) (jsonDocument
 // requires is set, reporting all missing ones at once.
 func (d *Dispatcher) lookupCommand(p *Plugin, cmd string) (commandSpec, error) {
 	if cmd == "" {
-		missing := []string{EnvCommand}
-		if d.getenv(EnvVersion) == "" {
-			missing = append(missing, EnvVersion)
+		missing := []string{spec.EnvCommand}
+		if d.getenv(spec.EnvVersion) == "" {
+			missing = append(missing, spec.EnvVersion)
 		}
 		return commandSpec{}, spec.NewError(spec.CodeMissingParameter, "Missing environment variable(s): %s", strings.Join(missing, ", "))
 	}
 	cs, ok := commandTable()[cmd]
 	if !ok || !cs.implemented(p) {
-		return commandSpec{}, spec.NewError(spec.CodeUnsupportedCommand, "Unsupported command: %s", d.getenv(EnvCommand))
+		return commandSpec{}, spec.NewError(spec.CodeUnsupportedCommand, "Unsupported command: %s", d.getenv(spec.EnvCommand))
 	}
 	var missing []string
 	for _, name := range cs.required {
-		if v, set := d.LookupEnv(name); !set || (v == "" && name != EnvValidRequestIDs) {
+		if v, set := d.LookupEnv(name); !set || (v == "" && name != spec.EnvValidRequestIDs) {
 			missing = append(missing, name)
 		}
 	}
@@ -121,7 +121,7 @@ func (d *Dispatcher) parseParams(cmd string, args *Args) error {
 	var problems []string
 	parse := func(name string, f func(string) error) {
 		v, set := d.LookupEnv(name)
-		if !set || (v == "" && name != EnvValidRequestIDs) {
+		if !set || (v == "" && name != spec.EnvValidRequestIDs) {
 			return
 		}
 		if err := f(v); err != nil {
@@ -129,21 +129,21 @@ func (d *Dispatcher) parseParams(cmd string, args *Args) error {
 		}
 	}
 	switch cmd {
-	case CmdAdd:
-		parse(EnvRequest, func(v string) (err error) { args.Request, err = spec.ParseRequest(v); return })
-		parse(EnvRequestID, func(v string) error { args.RequestID = v; return spec.CheckRequestID(v) })
-		parse(EnvNUMALocality, func(v string) (err error) { args.NUMANodes, err = spec.ParseNUMANodes(v); return })
-		parse(EnvRequestDevices, func(v string) (err error) {
+	case spec.CmdAdd:
+		parse(spec.EnvRequest, func(v string) (err error) { args.Request, err = spec.ParseRequest(v); return })
+		parse(spec.EnvRequestID, func(v string) error { args.RequestID = v; return spec.CheckRequestID(v) })
+		parse(spec.EnvNUMALocality, func(v string) (err error) { args.NUMANodes, err = spec.ParseNUMANodes(v); return })
+		parse(spec.EnvRequestDevices, func(v string) (err error) {
 			if !spec.AtLeast(args.Version, spec.Version010) {
 				return fmt.Errorf("needs cdiVersion %s or newer, the call uses %s", spec.Version010, args.Version)
 			}
 			args.Devices, err = spec.ParseDeviceIDs(v)
 			return
 		})
-	case CmdDel:
-		parse(EnvRequestID, func(v string) error { args.RequestID = v; return spec.CheckRequestID(v) })
-	case CmdGC:
-		parse(EnvValidRequestIDs, func(v string) (err error) { args.ValidRequestIDs, err = spec.ParseRequestIDs(v); return })
+	case spec.CmdDel:
+		parse(spec.EnvRequestID, func(v string) error { args.RequestID = v; return spec.CheckRequestID(v) })
+	case spec.CmdGC:
+		parse(spec.EnvValidRequestIDs, func(v string) (err error) { args.ValidRequestIDs, err = spec.ParseRequestIDs(v); return })
 	}
 	if len(problems) > 0 {
 		sort.Strings(problems)

@@ -13,27 +13,6 @@ import (
 	"github.com/cdiexec/cdi/spec/plainjson"
 )
 
-// Environment variables of the protocol.
-const (
-	EnvCommand         = "CDI_COMMAND"
-	EnvVersion         = "CDI_VERSION"
-	EnvRequest         = "CDI_REQUEST"
-	EnvRequestID       = "CDI_REQUEST_ID"
-	EnvNUMALocality    = "CDI_REQUEST_NUMA_LOCALITY"
-	EnvRequestDevices  = "CDI_REQUEST_DEVICES"
-	EnvValidRequestIDs = "CDI_VALID_REQUEST_IDS"
-)
-
-// Commands, upper-cased. CDI_COMMAND is matched case-insensitively.
-const (
-	CmdVersion = "VERSION"
-	CmdInfo    = "INFO"
-	CmdAdd     = "ADD"
-	CmdDel     = "DEL"
-	CmdList    = "LIST"
-	CmdGC      = "GC"
-)
-
 // Args is what a callback receives: the negotiated version, the checked
 // configuration and the parsed parameters of its command.
 type Args struct {
@@ -88,8 +67,8 @@ func Main(p Plugin) {
 // Run dispatches one command and returns the exit status: 0 on success, 1 on
 // error, and always 0 for DEL.
 func (d *Dispatcher) Run(p Plugin) int {
-	cmd := upperASCII(d.getenv(EnvCommand))
-	if cmd == CmdVersion {
+	cmd := upperASCII(d.getenv(spec.EnvCommand))
+	if cmd == spec.CmdVersion {
 		return d.write(spec.VersionResult{CDIVersion: spec.Current, SupportedVersions: spec.SupportedVersions(),
 			PluginVersion: buildinfo.Version()}, 0)
 	}
@@ -121,7 +100,7 @@ func upperASCII(s string) string {
 // errorVersion picks the version an error document is written in: the
 // caller's CDI_VERSION if supported, else the configuration's, else ours.
 func (d *Dispatcher) errorVersion(stdin []byte) string {
-	if v := d.getenv(EnvVersion); spec.IsSupported(v) {
+	if v := d.getenv(spec.EnvVersion); spec.IsSupported(v) {
 		return v
 	}
 	if v := spec.PeekVersion(stdin); spec.IsSupported(v) {
@@ -131,7 +110,7 @@ func (d *Dispatcher) errorVersion(stdin []byte) string {
 }
 
 func exitStatus(cmd string, status int) int {
-	if cmd == CmdDel {
+	if cmd == spec.CmdDel {
 		return 0
 	}
 	return status
@@ -140,7 +119,7 @@ func exitStatus(cmd string, status int) int {
 // dispatch checks everything in the order SPEC.md gives and runs the
 // callback. It returns the result document to print.
 func (d *Dispatcher) dispatch(p *Plugin, cmd string, stdin []byte, readErr error) (jsonDocument, error) {
-	if v, ok := d.LookupEnv(EnvVersion); ok && v != "" && !spec.IsSupported(v) {
+	if v, ok := d.LookupEnv(spec.EnvVersion); ok && v != "" && !spec.IsSupported(v) {
 		return nil, spec.NewError(spec.CodeIncompatibleVersion, "Unsupported version: %s", v)
 	}
 	cs, err := d.lookupCommand(p, cmd)
@@ -154,7 +133,7 @@ func (d *Dispatcher) dispatch(p *Plugin, cmd string, stdin []byte, readErr error
 	if err != nil {
 		return nil, err
 	}
-	args := &Args{Command: cmd, Version: d.getenv(EnvVersion), Config: cfg, Stderr: d.Stderr}
+	args := &Args{Command: cmd, Version: d.getenv(spec.EnvVersion), Config: cfg, Stderr: d.Stderr}
 	if args.Version == "" {
 		args.Version = cfg.CDIVersion // INFO only: CDI_VERSION is optional there
 	}

@@ -146,7 +146,7 @@ func TestArgsParsed(t *testing.T) {
 	if r := dispatch(t, p, env, ttyConf); r.status != 0 {
 		t.Fatalf("status %d: %s", r.status, r.stdout)
 	}
-	if got.Command != CmdAdd || got.Version != "0.1.0" || got.RequestID != "r-1" || got.Request.String() != "tty:2" ||
+	if got.Command != spec.CmdAdd || got.Version != "0.1.0" || got.RequestID != "r-1" || got.Request.String() != "tty:2" ||
 		len(got.NUMANodes) != 2 || len(got.Devices) != 2 || got.Config.Type != "tty" {
 		t.Fatalf("Args = %+v", got)
 	}

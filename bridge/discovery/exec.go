@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cdiexec/cdi/skel"
+	"github.com/cdiexec/cdi/spec"
 	"github.com/cdiexec/cdi/spec/invoke"
 )
 
@@ -61,7 +61,7 @@ func (e timedExec) ExecPlugin(ctx context.Context, path string, stdin []byte, en
 // as the plugins match it; "" when there is none.
 func command(env []string) string {
 	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, skel.EnvCommand+"="); ok {
+		if v, ok := strings.CutPrefix(kv, spec.EnvCommand+"="); ok {
 			return strings.ToUpper(v)
 		}
 	}

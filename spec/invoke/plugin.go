@@ -11,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cdiexec/cdi/skel"
 	"github.com/cdiexec/cdi/spec"
 )
 
@@ -70,9 +69,9 @@ type call struct {
 // runs it, and it cannot pick up the caller's secrets, locale, proxy or
 // LD_*/GO* settings. PATH stays so that plugins can run system helpers.
 func (c call) environ() []string {
-	env := []string{skel.EnvCommand + "=" + c.command}
+	env := []string{spec.EnvCommand + "=" + c.command}
 	if c.version != "" {
-		env = append(env, skel.EnvVersion+"="+c.version)
+		env = append(env, spec.EnvVersion+"="+c.version)
 	}
 	env = append(env, c.params...)
 	path := os.Getenv("PATH")
@@ -136,11 +135,11 @@ func (p *Plugin) Version(ctx context.Context) (*spec.VersionResult, error) {
 		return &v, nil
 	}
 	var v spec.VersionResult
-	if err := p.run(ctx, call{command: skel.CmdVersion}, &v); err != nil {
+	if err := p.run(ctx, call{command: spec.CmdVersion}, &v); err != nil {
 		return nil, err
 	}
 	if len(v.SupportedVersions) == 0 {
-		return nil, fmt.Errorf("%s: %w: %s lists no supportedVersions", skel.CmdVersion, ErrBadOutput, p.Path)
+		return nil, fmt.Errorf("%s: %w: %s lists no supportedVersions", spec.CmdVersion, ErrBadOutput, p.Path)
 	}
 	p.version = &v
 	out := v
@@ -185,7 +184,7 @@ func (p *Plugin) Info(ctx context.Context) (*spec.InfoResult, error) {
 		return nil, err
 	}
 	var r spec.InfoResult
-	if err := p.run(ctx, call{command: skel.CmdInfo, version: v}, &r); err != nil {
+	if err := p.run(ctx, call{command: spec.CmdInfo, version: v}, &r); err != nil {
 		return nil, err
 	}
 	return &r, nil
@@ -225,12 +224,12 @@ func (r AddRequest) check() error {
 }
 
 func (r AddRequest) params() []string {
-	env := []string{skel.EnvRequest + "=" + r.Request.String(), skel.EnvRequestID + "=" + r.RequestID}
+	env := []string{spec.EnvRequest + "=" + r.Request.String(), spec.EnvRequestID + "=" + r.RequestID}
 	if len(r.NUMANodes) > 0 {
-		env = append(env, skel.EnvNUMALocality+"="+joinInts(r.NUMANodes))
+		env = append(env, spec.EnvNUMALocality+"="+joinInts(r.NUMANodes))
 	}
 	if len(r.Devices) > 0 {
-		env = append(env, skel.EnvRequestDevices+"="+strings.Join(r.Devices, ","))
+		env = append(env, spec.EnvRequestDevices+"="+strings.Join(r.Devices, ","))
 	}
 	return env
 }
@@ -265,11 +264,11 @@ func (p *Plugin) addCall(ctx context.Context, req AddRequest) (call, error) {
 	if len(req.Devices) > 0 {
 		min = spec.Version010
 	}
-	v, err := p.negotiateAtLeast(ctx, min, skel.EnvRequestDevices)
+	v, err := p.negotiateAtLeast(ctx, min, spec.EnvRequestDevices)
 	if err != nil {
 		return call{}, err
 	}
-	return call{command: skel.CmdAdd, version: v, params: req.params()}, nil
+	return call{command: spec.CmdAdd, version: v, params: req.params()}, nil
 }
 
 // AddAfter is Add with the plugin started at once but given its input
@@ -313,17 +312,17 @@ func (p *Plugin) Del(ctx context.Context, requestID string) error {
 	if err != nil {
 		return err
 	}
-	return p.run(ctx, call{command: skel.CmdDel, version: v, params: []string{skel.EnvRequestID + "=" + requestID}}, nil)
+	return p.run(ctx, call{command: spec.CmdDel, version: v, params: []string{spec.EnvRequestID + "=" + requestID}}, nil)
 }
 
 // List runs LIST, which needs protocol 0.1.0.
 func (p *Plugin) List(ctx context.Context) (*spec.ListResult, error) {
-	v, err := p.negotiateAtLeast(ctx, spec.Version010, skel.CmdList)
+	v, err := p.negotiateAtLeast(ctx, spec.Version010, spec.CmdList)
 	if err != nil {
 		return nil, err
 	}
 	var r spec.ListResult
-	if err := p.run(ctx, call{command: skel.CmdList, version: v}, &r); err != nil {
+	if err := p.run(ctx, call{command: spec.CmdList, version: v}, &r); err != nil {
 		return nil, err
 	}
 	return &r, nil
@@ -338,13 +337,13 @@ func (p *Plugin) GC(ctx context.Context, valid []string) (*spec.GCResult, error)
 			return nil, err
 		}
 	}
-	v, err := p.negotiateAtLeast(ctx, spec.Version010, skel.CmdGC)
+	v, err := p.negotiateAtLeast(ctx, spec.Version010, spec.CmdGC)
 	if err != nil {
 		return nil, err
 	}
 	var r spec.GCResult
-	params := []string{skel.EnvValidRequestIDs + "=" + strings.Join(valid, ",")}
-	if err := p.run(ctx, call{command: skel.CmdGC, version: v, params: params}, &r); err != nil {
+	params := []string{spec.EnvValidRequestIDs + "=" + strings.Join(valid, ",")}
+	if err := p.run(ctx, call{command: spec.CmdGC, version: v, params: params}, &r); err != nil {
 		return nil, err
 	}
 	return &r, nil

@@ -125,7 +125,7 @@ func pinNote(pinned map[string]bool) string {
 	if pinned == nil {
 		return ""
 	}
-	return " among the devices in " + skel.EnvRequestDevices
+	return " among the devices in " + spec.EnvRequestDevices
 }
 
 func (c *call) numaLocal(d *Device) bool {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/cdiexec/cdi/skel"
+	"github.com/cdiexec/cdi/spec"
 	"github.com/cdiexec/cdi/spec/invoke"
 )
 
@@ -44,7 +44,7 @@ func (c Call) Getenv(name string) (string, bool) {
 
 // Command returns the call's CDI_COMMAND, upper-cased.
 func (c Call) Command() string {
-	v, _ := c.Getenv(skel.EnvCommand)
+	v, _ := c.Getenv(spec.EnvCommand)
 	return strings.ToUpper(v)
 }
 

@@ -27,7 +27,7 @@ func main() {
 		time.Sleep(d)
 		return
 	}
-	if strings.EqualFold(os.Getenv(skel.EnvCommand), skel.CmdVersion) && answerVersion() {
+	if strings.EqualFold(os.Getenv(spec.EnvCommand), spec.CmdVersion) && answerVersion() {
 		return
 	}
 	skel.Main(skel.Plugin{Info: info, Add: add, Del: del, List: list, GC: gc})
