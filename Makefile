@@ -10,7 +10,7 @@ DESTDIR   ?=
 PLUGINS := $(notdir $(patsubst %/main.go,%,$(wildcard plugins/*/main.go)))
 TOOLS   := cditool cdi-bridge
 
-.PHONY: all build install test lint bench demo image clean help kube-apiserver node-bins e2e
+.PHONY: all build install test lint bench demo image manifests clean help kube-apiserver node-bins e2e
 
 all: build
 
@@ -23,6 +23,7 @@ help:
 	@echo "make lint      gofmt, go vet, staticcheck, and go.mod tidy in both modules"
 	@echo "make bench     benchmarks, printed as ratios against floors measured in the same run"
 	@echo "make demo      build, install into a temporary prefix and walk through the protocol"
+	@echo "make manifests the kustomize layout in bridge/deploy, from its Helm chart (bridge/deploy/chart)"
 	@echo "make image     the bridge's container image as bin/cdi-bridge-image.tar (IMAGE=name:tag, ARCH=amd64|arm64)"
 
 build:
@@ -121,6 +122,12 @@ IMAGE ?= cdi-bridge:dev
 ARCH  ?= $(shell $(GO) env GOARCH)
 image:
 	$(GO) run ./bridge/deploy/image -o bin/cdi-bridge-image.tar -tag $(IMAGE) -arch $(ARCH)
+
+# The chart's templates are the source of bridge/deploy's manifests; its
+# tests fail when these files differ from what the chart renders. Helm is
+# pinned in bridge/deploy/internal/helmchart and run from the module proxy.
+manifests:
+	$(GO) run ./bridge/deploy/gen-kustomize -deploy bridge/deploy
 
 clean:
 	rm -rf bin
