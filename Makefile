@@ -24,7 +24,7 @@ help:
 	@echo "make bench     benchmarks, printed as ratios against floors measured in the same run"
 	@echo "make demo      build, install into a temporary prefix and walk through the protocol"
 	@echo "make manifests the kustomize layout in bridge/deploy, from its Helm chart (bridge/deploy/chart)"
-	@echo "make image     the bridge's container image as bin/cdi-bridge-image.tar (IMAGE=name:tag, ARCH=amd64|arm64)"
+	@echo "make image     the bridge's multi-arch image as an OCI layout, bin/cdi-bridge-image.tar (IMAGE=name:tag, ARCHES=\"amd64 arm64\")"
 
 build:
 	@mkdir -p bin
@@ -116,12 +116,14 @@ bench: kube-apiserver
 demo: build
 	./testdata/demo.sh
 
-# No container engine needed: static binaries on an empty base, written as
-# a tarball for docker/podman load or ctr images import.
-IMAGE ?= cdi-bridge:dev
-ARCH  ?= $(shell $(GO) env GOARCH)
+# No container engine needed: static binaries on an empty base for each
+# architecture, under one OCI image index, written as an OCI image layout
+# tarball for ctr images import (kind load), podman load or docker load.
+# It is named IMAGE and <IMAGE's repository>:<build version>.
+IMAGE  ?= cdi-bridge:dev
+ARCHES ?= amd64 arm64
 image:
-	$(GO) run ./bridge/deploy/image -o bin/cdi-bridge-image.tar -tag $(IMAGE) -arch $(ARCH)
+	$(GO) run ./bridge/deploy/image -o bin/cdi-bridge-image.tar -tag $(IMAGE) -arch "$(ARCHES)"
 
 # The chart's templates are the source of bridge/deploy's manifests; its
 # tests fail when these files differ from what the chart renders. Helm is
