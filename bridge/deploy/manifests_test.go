@@ -66,8 +66,8 @@ type container struct {
 	}
 	ReadinessProbe, LivenessProbe, StartupProbe *probe
 	VolumeMounts                                []struct {
-		Name, MountPath string
-		ReadOnly        bool
+		Name, MountPath, RecursiveReadOnly string
+		ReadOnly                           bool
 	}
 }
 
