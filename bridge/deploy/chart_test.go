@@ -123,6 +123,22 @@ func TestChart(t *testing.T) {
 		_, objs := helmTemplate(t, writeValues(t, otherValues))
 		testOtherValues(t, objs)
 	})
+	t.Run("switched off", func(t *testing.T) {
+		for _, tc := range []struct{ values, kind string }{
+			{"createNamespace: false", "Namespace"},
+			{"metrics: {service: {enabled: false}}", "Service"},
+		} {
+			t.Run(tc.kind, func(t *testing.T) {
+				_, objs := helmTemplate(t, writeValues(t, tc.values))
+				if slices.ContainsFunc(objs, func(o *unstructured.Unstructured) bool { return o.GetKind() == tc.kind }) {
+					t.Errorf("with %s, the chart still renders a %s", tc.values, tc.kind)
+				}
+				if len(objs) != len(fromChart)-1 {
+					t.Errorf("with %s, %d objects, want the default's %d less the %s", tc.values, len(objs), len(fromChart), tc.kind)
+				}
+			})
+		}
+	})
 	t.Run("a drop-in name that is not <type>.d/<name>.conf is refused", func(t *testing.T) {
 		for _, name := range []string{"lab.conf", "camera.d/lab.json", "camera.d/sub/lab.conf", "../x.d/lab.conf"} {
 			values := writeValues(t, "dropIns: {"+`"`+name+`"`+": '{}'}\n")

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os/exec"
 	"path"
 	"regexp"
@@ -101,11 +102,4 @@ func Kustomize(docs []Document, ns string) map[string][]byte {
 }
 
 // Sources are the paths of files' keys, sorted.
-func Sources(files map[string][]byte) []string {
-	var out []string
-	for p := range files {
-		out = append(out, p)
-	}
-	slices.Sort(out)
-	return out
-}
+func Sources(files map[string][]byte) []string { return slices.Sorted(maps.Keys(files)) }
