@@ -10,7 +10,7 @@ DESTDIR   ?=
 PLUGINS := $(notdir $(patsubst %/main.go,%,$(wildcard plugins/*/main.go)))
 TOOLS   := cditool cdi-bridge
 
-.PHONY: all build install test lint bench demo image clean help kube-apiserver node-bins e2e prereqs tools
+.PHONY: all build install test lint bench demo image manifests clean help kube-apiserver node-bins e2e prereqs tools
 
 # A pipeline fails when any of its commands does: go test's status is not
 # lost in the pipe into testsummary.
@@ -31,7 +31,8 @@ help:
 	@echo "make lint           gofmt, go vet, staticcheck, and go.mod tidy in both modules"
 	@echo "make bench          benchmarks, printed as ratios against floors measured in the same run"
 	@echo "make demo           build, install into a temporary prefix and walk through the protocol"
-	@echo "make image          the bridge's container image as bin/cdi-bridge-image.tar (IMAGE=name:tag, ARCH=amd64|arm64)"
+	@echo "make manifests      the kustomize layout in bridge/deploy, from its Helm chart (bridge/deploy/chart)"
+	@echo "make image          the bridge's multi-arch image as an OCI layout, bin/cdi-bridge-image.tar (IMAGE=name:tag, ARCHES=\"amd64 arm64\")"
 	@echo "make clean          remove bin/"
 
 # Static and stripped, the tools as the plugins: nothing of the host's C
@@ -146,12 +147,20 @@ bench: kube-apiserver
 demo: build
 	./testdata/demo.sh
 
-# No container engine needed: static binaries on an empty base, written as
-# a tarball for docker/podman load or ctr images import.
-IMAGE ?= cdi-bridge:dev
-ARCH  ?= $(shell $(GO) env GOARCH)
+# No container engine needed: static binaries on an empty base for each
+# architecture, under one OCI image index, written as an OCI image layout
+# tarball for ctr images import (kind load), podman load or docker load.
+# It is named IMAGE and <IMAGE's repository>:<build version>.
+IMAGE  ?= cdi-bridge:dev
+ARCHES ?= amd64 arm64
 image:
-	$(GO) run ./bridge/deploy/image -o bin/cdi-bridge-image.tar -tag $(IMAGE) -arch $(ARCH)
+	$(GO) run ./bridge/deploy/image -o bin/cdi-bridge-image.tar -tag $(IMAGE) -arch "$(ARCHES)"
+
+# The chart's templates are the source of bridge/deploy's manifests; its
+# tests fail when these files differ from what the chart renders. Helm is
+# pinned in bridge/deploy/internal/helmchart and run from the module proxy.
+manifests:
+	$(GO) run ./bridge/deploy/gen-kustomize -deploy bridge/deploy
 
 clean:
 	rm -rf bin

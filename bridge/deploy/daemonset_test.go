@@ -144,12 +144,19 @@ func testHostPaths(t *testing.T, pod *podSpec, bridge *container, f map[string]s
 		readOnly bool
 	}{
 		{"/var/lib/kubelet/device-plugins", false}, {"/var/lib/kubelet/pod-resources", true},
-		{"/opt/cdi/bin", true}, {"/etc/cdi", true}, {"/var/lib/cdi", false}, {"/dev", false}, {"/sys", true},
+		{"/opt/cdi/bin", true}, {"/etc/cdi", true}, {"/var/lib/cdi", false}, {"/dev", true}, {"/sys", true},
 		{"/var/run/cdi", false},
 	} {
 		host, ro := pod.hostPathAt(bridge, w.path)
 		if host != w.path || ro != w.readOnly {
 			t.Errorf("%s: mounted from host path %q read-only %v, want %q read-only %v", w.path, host, ro, w.path, w.readOnly)
+		}
+	}
+	// /dev and /sys have other file systems mounted below them (the host's
+	// /dev/shm, cgroups) that read-only alone would leave writable.
+	for _, m := range bridge.VolumeMounts {
+		if (m.MountPath == "/dev" || m.MountPath == "/sys") && m.RecursiveReadOnly != "IfPossible" {
+			t.Errorf("%s: recursiveReadOnly %q, want IfPossible", m.MountPath, m.RecursiveReadOnly)
 		}
 	}
 	dirs := strings.Split(f["plugin-path"], ":")

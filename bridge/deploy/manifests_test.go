@@ -39,18 +39,24 @@ type daemonSet struct {
 type podSpec struct {
 	ServiceAccountName, PriorityClassName string
 	ShareProcessNamespace                 bool
+	NodeSelector                          map[string]string
 	Tolerations                           []map[string]any
 	InitContainers, Containers            []container
 	Volumes                               []struct {
-		Name     string
-		HostPath *struct{ Path, Type string }
+		Name      string
+		HostPath  *struct{ Path, Type string }
+		ConfigMap *struct {
+			Name  string
+			Items []struct{ Key, Path string }
+		}
 	}
 }
 
 type container struct {
-	Name, Image   string
-	Command, Args []string
-	Env           []struct {
+	Name, Image, ImagePullPolicy string
+	Command, Args                []string
+	Resources                    map[string]any
+	Env                          []struct {
 		Name      string
 		ValueFrom *struct{ FieldRef *struct{ FieldPath string } }
 	}
@@ -60,8 +66,8 @@ type container struct {
 	}
 	ReadinessProbe, LivenessProbe, StartupProbe *probe
 	VolumeMounts                                []struct {
-		Name, MountPath string
-		ReadOnly        bool
+		Name, MountPath, RecursiveReadOnly string
+		ReadOnly                           bool
 	}
 }
 

@@ -91,18 +91,23 @@ func readDocuments(path string) ([]*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, fmt.Errorf("resource %s (render takes files, not directories): %w", path, err)
 	}
+	return parseDocuments(path, data)
+}
+
+// parseDocuments parses every YAML document in data, read from name.
+func parseDocuments(name string, data []byte) ([]*unstructured.Unstructured, error) {
 	var objs []*unstructured.Unstructured
 	for i, doc := range docSeparator.Split(string(data), -1) {
 		obj := map[string]any{}
 		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
-			return nil, fmt.Errorf("%s, document %d: %w", path, i+1, err)
+			return nil, fmt.Errorf("%s, document %d: %w", name, i+1, err)
 		}
 		if len(obj) == 0 {
 			continue
 		}
 		u := &unstructured.Unstructured{Object: obj}
 		if u.GetKind() == "" || u.GetAPIVersion() == "" || u.GetName() == "" {
-			return nil, fmt.Errorf("%s, document %d: no kind, apiVersion or name", path, i+1)
+			return nil, fmt.Errorf("%s, document %d: no kind, apiVersion or name", name, i+1)
 		}
 		objs = append(objs, u)
 	}

@@ -35,6 +35,8 @@ type Pool struct {
 // Discoverer runs discovery. Set the fields before the first call; it is
 // not safe for concurrent use (Run calls Discover from one goroutine).
 type Discoverer struct {
+	// ConfDir is the drop-in directory, or several separated by ':' (a
+	// host's and a ConfigMap's, say), read in that order.
 	ConfDir    string
 	PluginDirs []string
 	// Timeout bounds each plugin run (0: invoke.DefaultTimeout).
@@ -106,12 +108,11 @@ func (d *Discoverer) Skipped() []Skip {
 // load or whose plugin is missing are logged and skipped; the error is
 // non-nil only when the drop-in directory itself cannot be read.
 func (d *Discoverer) Discover(ctx context.Context) ([]Pool, error) {
-	// LoadAll's error mixes the directory's with single drop-ins'; only
-	// the first is fatal, so ask about the directory on its own.
-	if _, err := invoke.ConfTypes(d.ConfDir); err != nil {
-		return nil, fmt.Errorf("loading drop-ins from %s: %w", d.ConfDir, err)
+	confs, err := d.loadAll()
+	var dirErr *confDirError
+	if errors.As(err, &dirErr) {
+		return nil, err
 	}
-	confs, err := invoke.LoadAll(d.ConfDir)
 	var skips []Skip
 	if err != nil {
 		d.log().Warn("some drop-ins do not load", "error", err)
@@ -283,4 +284,37 @@ func (d *Discoverer) log() *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}
 	return d.Logger
+}
+
+// confDirError is a drop-in directory that cannot be read, which fails a
+// discovery; a drop-in that does not load only skips that drop-in.
+type confDirError struct {
+	dir string
+	err error
+}
+
+func (e *confDirError) Error() string {
+	return fmt.Sprintf("loading drop-ins from %s: %v", e.dir, e.err)
+}
+func (e *confDirError) Unwrap() error { return e.err }
+
+// loadAll loads the drop-ins of every directory of ConfDir, in order. Its
+// error is a *confDirError when a directory cannot be read, else the
+// single drop-ins' errors joined.
+func (d *Discoverer) loadAll() ([]*invoke.Conf, error) {
+	var all []*invoke.Conf
+	var errs []error
+	for _, dir := range invoke.SplitPath(d.ConfDir) {
+		// LoadAll's error mixes the directory's with single drop-ins';
+		// only the first is fatal, so ask about the directory on its own.
+		if _, err := invoke.ConfTypes(dir); err != nil {
+			return nil, &confDirError{dir: dir, err: err}
+		}
+		confs, err := invoke.LoadAll(dir)
+		all = append(all, confs...)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return all, errors.Join(errs...)
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/cdiexec/cdi/spec/invoke"
 )
 
 // Run discovers at once, then every period and within poll of any change
@@ -109,16 +111,21 @@ func (w *worker) checkDropIns() {
 	}
 }
 
-// Fingerprint summarizes the drop-in folders of confDir (names, sizes and
-// modification times of everything in <confDir>/*.d), so that a change is
-// noticed without a file-watching dependency. Editors that replace a file
-// change its time or size; a folder that cannot be read is part of the
-// summary too.
+// Fingerprint summarizes the drop-in folders of confDir, one directory or
+// several separated by ':' (names, sizes and modification times of
+// everything in <dir>/*.d), so that a change is noticed without a
+// file-watching dependency. Editors that replace a file change its time or
+// size, and so does a ConfigMap volume's update; a folder that cannot be
+// read is part of the summary too.
 func Fingerprint(confDir string) string {
 	var b strings.Builder
-	dirs, err := filepath.Glob(filepath.Join(confDir, "*.d"))
-	if err != nil {
-		return err.Error()
+	var dirs []string
+	for _, c := range invoke.SplitPath(confDir) {
+		found, err := filepath.Glob(filepath.Join(c, "*.d"))
+		if err != nil {
+			return err.Error()
+		}
+		dirs = append(dirs, found...)
 	}
 	for _, dir := range dirs {
 		entries, err := os.ReadDir(dir)

@@ -17,6 +17,11 @@ func Version() string {
 	return version(bi)
 }
 
+// Of is the version of the binary whose build information bi is (read,
+// say, with debug/buildinfo.ReadFile from a binary built for another
+// machine), by Version's rule.
+func Of(bi *debug.BuildInfo) string { return version(bi) }
+
 func version(bi *debug.BuildInfo) string {
 	if v := bi.Main.Version; v != "" && v != "(devel)" {
 		return v

@@ -19,8 +19,8 @@ func TestVersion(t *testing.T) {
 		{"nothing stamped", debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, "devel"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := version(&tc.bi); got != tc.want {
-				t.Errorf("version = %q, want %q", got, tc.want)
+			if got := Of(&tc.bi); got != tc.want {
+				t.Errorf("Of = %q, want %q", got, tc.want)
 			}
 		})
 	}

@@ -56,7 +56,7 @@ func parseFlags(args []string) (*options, error) {
 	}
 	o := &options{}
 	fs := flag.NewFlagSet("cdi-bridge", flag.ContinueOnError)
-	fs.StringVar(&o.confDir, "conf-dir", "/etc/cdi", "drop-in directory: <conf-dir>/<type>.d/*.conf")
+	fs.StringVar(&o.confDir, "conf-dir", "/etc/cdi", "drop-in directories, colon-separated, read in order: <dir>/<type>.d/*.conf")
 	fs.StringVar(&o.pluginPath, "plugin-path", invoke.DefaultPluginDir, "plugin binaries, a colon-separated search path")
 	fs.StringVar(&o.nodeName, "node-name", host, "this node's name, as the Instances record it: $NODE_NAME, else the host name")
 	fs.StringVar(&o.dpDir, "device-plugin-dir", "/var/lib/kubelet/device-plugins", "the kubelet's device-plugin directory, holding kubelet.sock")

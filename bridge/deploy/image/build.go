@@ -3,9 +3,11 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	debugbuildinfo "debug/buildinfo"
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path"
@@ -14,14 +16,23 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/cdiexec/cdi/spec/buildinfo"
 )
 
-type options struct{ out, tag, arch, repo string }
+type options struct {
+	// out is the OCI image layout tarball to write.
+	out string
+	// tag names the image besides <its repository>:<build version>.
+	tag    string
+	arches []string
+	repo   string
+}
 
 // Where things go in the image.
 const (
@@ -35,40 +46,69 @@ const (
 // tools are the commands the image carries besides the plugins.
 var tools = map[string]string{"cdi-bridge": "./bridge/cmd/cdi-bridge", "cditool": "./spec/cmd/cditool", "cdi-install": "./bridge/deploy/cdi-install"}
 
-// build compiles the binaries, builds the image and writes the tarball.
-// It returns the image's digest.
-func build(o options, log io.Writer) (v1.Hash, error) {
-	bin, err := os.MkdirTemp("", "cdi-image-")
-	if err != nil {
-		return v1.Hash{}, err
-	}
-	defer os.RemoveAll(bin)
-	files, err := compile(o, bin, log)
-	if err != nil {
-		return v1.Hash{}, err
-	}
+// built is what build wrote.
+type built struct {
+	// Index is the digest of the image index, the image's digest for
+	// every platform.
+	Index v1.Hash
+	// Names are the references the layout names the index by.
+	Names []string
+}
+
+// build compiles the binaries for every architecture, builds an image of
+// each, and writes their index as an OCI image layout tarball, named by
+// o.tag and by the image's repository with the build's version as tag.
+func build(o options, log io.Writer) (built, error) {
 	dropIns, err := dropIns(filepath.Join(o.repo, "conf.d"))
 	if err != nil {
-		return v1.Hash{}, err
+		return built{}, err
 	}
-	for k, v := range dropIns {
-		files[k] = v
+	var imgs []v1.Image
+	var version string
+	for _, arch := range o.arches {
+		img, v, err := archImage(o, arch, dropIns, log)
+		if err != nil {
+			return built{}, err
+		}
+		if version != "" && v != version {
+			return built{}, fmt.Errorf("the %s build is version %s, the others %s", arch, v, version)
+		}
+		imgs, version = append(imgs, img), v
 	}
-	img, err := image(files, o.arch)
+	names, err := imageNames(o.tag, version)
 	if err != nil {
-		return v1.Hash{}, err
+		return built{}, err
 	}
-	tag, err := name.NewTag(o.tag)
+	idx, err := index(imgs)
 	if err != nil {
-		return v1.Hash{}, fmt.Errorf("-tag: %w", err)
+		return built{}, err
 	}
-	if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
-		return v1.Hash{}, err
+	if err := writeLayout(o.out, idx, names); err != nil {
+		return built{}, fmt.Errorf("writing %s: %w", o.out, err)
 	}
-	if err := tarball.WriteToFile(o.out, tag, img); err != nil {
-		return v1.Hash{}, fmt.Errorf("writing %s: %w", o.out, err)
+	digest, err := idx.Digest()
+	return built{Index: digest, Names: names}, err
+}
+
+// archImage compiles the binaries for arch and builds their image; it
+// returns the build's version, read from the cdi-bridge binary.
+func archImage(o options, arch string, dropIns map[string]file, log io.Writer) (v1.Image, string, error) {
+	bin, err := os.MkdirTemp("", "cdi-image-")
+	if err != nil {
+		return nil, "", err
 	}
-	return img.Digest()
+	defer os.RemoveAll(bin)
+	files, err := compile(o, arch, bin, log)
+	if err != nil {
+		return nil, "", err
+	}
+	bi, err := debugbuildinfo.Read(bytes.NewReader(files[path.Join(toolDir, "cdi-bridge")].data))
+	if err != nil {
+		return nil, "", fmt.Errorf("the build information of cdi-bridge for %s: %w", arch, err)
+	}
+	maps.Copy(files, dropIns)
+	img, err := image(files, arch)
+	return img, buildinfo.Of(bi), err
 }
 
 // file is one file of the image's layer.
@@ -79,7 +119,7 @@ type file struct {
 
 // compile builds every plugin (each plugins/<name>/main.go) and tool as a
 // static, stripped linux binary and returns them by image path.
-func compile(o options, bin string, log io.Writer) (map[string]file, error) {
+func compile(o options, arch, bin string, log io.Writer) (map[string]file, error) {
 	mains, err := filepath.Glob(filepath.Join(o.repo, "plugins", "*", "main.go"))
 	if err != nil {
 		return nil, err
@@ -95,10 +135,10 @@ func compile(o options, bin string, log io.Writer) (map[string]file, error) {
 	out := map[string]file{}
 	for imgPath, pkg := range pkgs {
 		dst := filepath.Join(bin, strings.ReplaceAll(imgPath, "/", "_"))
-		fmt.Fprintf(log, "image: building %s for linux/%s\n", pkg, o.arch)
+		fmt.Fprintf(log, "image: building %s for linux/%s\n", pkg, arch)
 		cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=auto", "-ldflags=-s -buildid=", "-o", dst, pkg)
 		cmd.Dir, cmd.Stderr = o.repo, log
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+o.arch)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
 		if err := cmd.Run(); err != nil {
 			return nil, fmt.Errorf("building %s: %w", pkg, err)
 		}
@@ -138,11 +178,13 @@ func image(files map[string]file, arch string) (v1.Image, error) {
 	}
 	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(layerTar)), nil
-	})
+	}, tarball.WithMediaType(types.OCILayer))
 	if err != nil {
 		return nil, err
 	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
+	// OCI media types throughout: the layout's index is an OCI index.
+	base := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+	img, err := mutate.AppendLayers(base, layer)
 	if err != nil {
 		return nil, err
 	}

@@ -3,26 +3,38 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
 	"debug/elf"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
+	"strings"
 	"testing"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
-// TestImage builds the image twice and inspects the tarball the way a
-// runtime would read it.
+// machines are the ELF machines of the architectures the image is built for.
+var machines = map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
+
+// TestImage builds the image twice and reads the layout tarball the way an
+// importer does, with nothing but the OCI image layout specification:
+// index.json names the index, the index lists both platforms, each
+// platform's config says its architecture and its binaries are built for
+// it, and every blob is what its digest says.
 func TestImage(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds every binary")
+		t.Skip("builds every binary, twice for two architectures")
 	}
 	dir := t.TempDir()
-	o := options{out: filepath.Join(dir, "a.tar"), tag: "example.com/cdi-bridge:test", arch: runtime.GOARCH, repo: "../../.."}
+	o := options{out: filepath.Join(dir, "a.tar"), tag: "example.com/cdi-bridge:test", arches: []string{"amd64", "arm64"}, repo: "../../.."}
 	first, err := build(o, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -32,35 +44,141 @@ func TestImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if first != second {
-		t.Errorf("two builds of the same sources: digests %s and %s", first, second)
+	if first.Index != second.Index {
+		t.Errorf("two builds of the same sources: digests %s and %s", first.Index, second.Index)
 	}
-	tag, _ := name.NewTag(o.tag)
-	img, err := tarball.ImageFromPath(o.out, &tag)
-	if err != nil {
-		t.Fatal(err)
+	l := readLayout(t, o.out)
+	idx := l.names(t, first.Names)
+	if idx.Digest != first.Index || idx.MediaType != types.OCIImageIndex {
+		t.Fatalf("index.json names %s (%s), want the index %s", idx.Digest, idx.MediaType, first.Index)
 	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
+	var index v1.IndexManifest
+	l.decode(t, idx, &index)
+	var platforms []string
+	for _, m := range index.Manifests {
+		if m.Platform == nil || m.MediaType != types.OCIManifestSchema1 {
+			t.Fatalf("index entry %s: media type %s, platform %v", m.Digest, m.MediaType, m.Platform)
+		}
+		platforms = append(platforms, m.Platform.OS+"/"+m.Platform.Architecture)
+		t.Run(m.Platform.Architecture, func(t *testing.T) { l.checkImage(t, m) })
 	}
-	if cf.OS != "linux" || cf.Architecture != runtime.GOARCH || !slices.Equal(cf.Config.Entrypoint, []string{"/usr/local/bin/cdi-bridge"}) {
-		t.Errorf("config: os %s arch %s entrypoint %v", cf.OS, cf.Architecture, cf.Config.Entrypoint)
+	if want := []string{"linux/amd64", "linux/arm64"}; !slices.Equal(platforms, want) {
+		t.Errorf("the index lists %v, want %v", platforms, want)
 	}
-	layers, err := img.Layers()
-	if err != nil || len(layers) != 1 {
-		t.Fatalf("layers %d, %v; want one on an empty base", len(layers), err)
-	}
-	rc, err := layers[0].Uncompressed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	checkLayer(t, rc)
 }
 
-// checkLayer wants every binary static and executable, and the drop-ins.
-func checkLayer(t *testing.T, r io.Reader) {
+// layoutFiles are the files of an OCI image layout tarball, by path.
+type layoutFiles map[string][]byte
+
+// readLayout reads the tarball at path; every blob's content must hash
+// to its name.
+func readLayout(t *testing.T, path string) layoutFiles {
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	l := layoutFiles{}
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag == tar.TypeReg {
+			if l[h.Name], err = io.ReadAll(tr); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var marker struct{ ImageLayoutVersion string }
+	if err := json.Unmarshal(l["oci-layout"], &marker); err != nil || marker.ImageLayoutVersion != "1.0.0" {
+		t.Errorf("oci-layout %q (%v), want version 1.0.0", l["oci-layout"], err)
+	}
+	for name, data := range l {
+		if hexDigest, ok := strings.CutPrefix(name, "blobs/sha256/"); ok {
+			if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != hexDigest {
+				t.Errorf("%s holds content of digest sha256:%x", name, sum)
+			}
+		}
+	}
+	return l
+}
+
+// names checks that index.json names one descriptor by each of names, as
+// containerd and the OCI annotation read them, and returns it.
+func (l layoutFiles) names(t *testing.T, names []string) v1.Descriptor {
+	var top v1.IndexManifest
+	if err := json.Unmarshal(l["index.json"], &top); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range top.Manifests {
+		if d.Digest != top.Manifests[0].Digest {
+			t.Errorf("index.json names two images: %s and %s", d.Digest, top.Manifests[0].Digest)
+		}
+		if !strings.HasSuffix(d.Annotations[containerdName], ":"+d.Annotations[ociRefName]) {
+			t.Errorf("names %q and tag %q disagree", d.Annotations[containerdName], d.Annotations[ociRefName])
+		}
+		got = append(got, d.Annotations[containerdName])
+	}
+	want := []string{"example.com/cdi-bridge:test", "example.com/cdi-bridge:"}
+	if len(got) != 2 || got[0] != want[0] || !strings.HasPrefix(got[1], want[1]) || !slices.Equal(got, names) {
+		t.Fatalf("index.json names %q, want %q and a version tag, as build said (%q)", got, want[0], names)
+	}
+	return top.Manifests[0]
+}
+
+// blob returns d's content, checking its size.
+func (l layoutFiles) blob(t *testing.T, d v1.Descriptor) []byte {
+	t.Helper()
+	data, ok := l["blobs/"+d.Digest.Algorithm+"/"+d.Digest.Hex]
+	if !ok || int64(len(data)) != d.Size {
+		t.Fatalf("blob %s: present %v, %d bytes, want %d", d.Digest, ok, len(data), d.Size)
+	}
+	return data
+}
+
+func (l layoutFiles) decode(t *testing.T, d v1.Descriptor, v any) {
+	t.Helper()
+	if err := json.Unmarshal(l.blob(t, d), v); err != nil {
+		t.Fatalf("%s: %v", d.Digest, err)
+	}
+}
+
+// checkImage checks one platform's manifest, config and layer.
+func (l layoutFiles) checkImage(t *testing.T, d v1.Descriptor) {
+	var m v1.Manifest
+	l.decode(t, d, &m)
+	var cf v1.ConfigFile
+	l.decode(t, m.Config, &cf)
+	arch := d.Platform.Architecture
+	if cf.OS != "linux" || cf.Architecture != arch || !slices.Equal(cf.Config.Entrypoint, []string{"/usr/local/bin/cdi-bridge"}) {
+		t.Errorf("config: os %s arch %s entrypoint %v, want linux %s", cf.OS, cf.Architecture, cf.Config.Entrypoint, arch)
+	}
+	if len(m.Layers) != 1 || m.Layers[0].MediaType != types.OCILayer || len(cf.RootFS.DiffIDs) != 1 {
+		t.Fatalf("layers %v, diff ids %v; want one gzipped OCI layer on an empty base", m.Layers, cf.RootFS.DiffIDs)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(l.blob(t, m.Layers[0])))
+	if err != nil {
+		t.Fatal(err)
+	}
+	layer, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum := sha256.Sum256(layer); "sha256:"+hex.EncodeToString(sum[:]) != cf.RootFS.DiffIDs[0].String() {
+		t.Errorf("the layer's diff id is %s, its content's digest sha256:%x", cf.RootFS.DiffIDs[0], sum)
+	}
+	checkLayer(t, bytes.NewReader(layer), machines[arch])
+}
+
+// checkLayer wants every binary static, executable and built for machine,
+// and the drop-ins.
+func checkLayer(t *testing.T, r io.Reader, machine elf.Machine) {
 	want := map[string]bool{
 		"usr/local/bin/cdi-bridge": true, "usr/local/bin/cditool": true, "usr/local/bin/cdi-install": true,
 		"opt/cdi/bin/drm": true, "opt/cdi/bin/generic": true, "opt/cdi/bin/generic-tty": true, "opt/cdi/bin/endpoint": true,
@@ -90,8 +208,8 @@ func checkLayer(t *testing.T, r io.Reader) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if h.Mode&0o111 == 0 || !static(t, h.Name, data) {
-			t.Errorf("%s: mode %o; want an executable static binary", h.Name, h.Mode)
+		if err := checkBinary(data, machine); h.Mode&0o111 == 0 || err != nil {
+			t.Errorf("%s: mode %o, %v; want an executable static binary", h.Name, h.Mode, err)
 		}
 	}
 	for n := range want {
@@ -99,19 +217,46 @@ func checkLayer(t *testing.T, r io.Reader) {
 	}
 }
 
-// static reports whether an ELF binary needs no dynamic loader: the image
-// has no libc.
-func static(t *testing.T, name string, data []byte) bool {
+// checkBinary says why an ELF binary is not one for machine that needs no
+// dynamic loader (the image has no libc).
+func checkBinary(data []byte, machine elf.Machine) error {
 	f, err := elf.NewFile(bytes.NewReader(data))
 	if err != nil {
-		t.Errorf("%s: %v", name, err)
-		return false
+		return err
 	}
 	defer f.Close()
+	if f.Machine != machine {
+		return fmt.Errorf("built for %v, want %v", f.Machine, machine)
+	}
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
-			return false
+			return errors.New("dynamically linked")
 		}
 	}
-	return true
+	return nil
+}
+
+// TestImageNames: the version becomes a tag even where it holds what a
+// tag cannot.
+func TestImageNames(t *testing.T) {
+	for _, tc := range []struct{ tag, version string }{
+		{"cdi-bridge:dev", "v0.0.0-20261123211542-155aa5c82905+dirty"},
+		{"registry.example:5000/cdi/cdi-bridge:v0.1.0", "v0.1.0"},
+		{"cdi-bridge", "0451bcb6a1b2-dirty"},
+	} {
+		t.Run(tc.version, func(t *testing.T) {
+			names, err := imageNames(tc.tag, tc.version)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[string][]string{
+				"v0.0.0-20261123211542-155aa5c82905+dirty": {"docker.io/library/cdi-bridge:dev", "docker.io/library/cdi-bridge:v0.0.0-20261123211542-155aa5c82905-dirty"},
+				"v0.1.0":             {"registry.example:5000/cdi/cdi-bridge:v0.1.0"},
+				"0451bcb6a1b2-dirty": {"docker.io/library/cdi-bridge:latest", "docker.io/library/cdi-bridge:0451bcb6a1b2-dirty"},
+			}[tc.version]
+			if !slices.Equal(names, want) {
+				t.Errorf("names %q, want %q", names, want)
+			}
+		})
+	}
 }

@@ -33,6 +33,29 @@ type instanceSpec struct {
 	Properties        map[string]string `json:"properties,omitempty"`
 }
 
+// instanceStatus is a summary of the spec that the bridge writes with it,
+// in the same resourceVersion-guarded write, for people and monitoring to
+// read: `kubectl get cdii` prints it (the CRD's printer columns), since a
+// column's JSONPath cannot count the held slots of deviceUsage. It is
+// never read back: the spec is the truth.
+type instanceStatus struct {
+	// Used is the number of slots held, at either level, including held
+	// slots above a capacity that shrank.
+	Used int `json:"used"`
+	// Slots is "<used>/<capacity>".
+	Slots string `json:"slots"`
+}
+
+func statusOf(in instance.Instance) instanceStatus {
+	used := 0
+	for _, v := range in.Usage {
+		if v != "" {
+			used++
+		}
+	}
+	return instanceStatus{Used: used, Slots: fmt.Sprintf("%d/%d", used, in.Capacity)}
+}
+
 // toInstance reads an object of the custom resource.
 func toInstance(obj *unstructured.Unstructured) (instance.Instance, error) {
 	raw, _, err := unstructured.NestedMap(obj.Object, "spec")
@@ -55,7 +78,7 @@ func toInstance(obj *unstructured.Unstructured) (instance.Instance, error) {
 }
 
 // toObject writes in as an object of the custom resource in namespace,
-// carrying in.Version as its resourceVersion.
+// with its status summary, carrying in.Version as its resourceVersion.
 func toObject(in instance.Instance, namespace string) (*unstructured.Unstructured, error) {
 	s := instanceSpec{
 		ConfigurationName: in.Config, DeviceID: in.DeviceID, Nodes: in.Nodes, Shared: in.Shared,
@@ -65,7 +88,11 @@ func toObject(in instance.Instance, namespace string) (*unstructured.Unstructure
 	if err != nil {
 		return nil, fmt.Errorf("instance %s: %w", in.Name, err)
 	}
-	obj := &unstructured.Unstructured{Object: map[string]any{"spec": raw}}
+	status, err := runtime.DefaultUnstructuredConverter.ToUnstructured(new(statusOf(in)))
+	if err != nil {
+		return nil, fmt.Errorf("instance %s: %w", in.Name, err)
+	}
+	obj := &unstructured.Unstructured{Object: map[string]any{"spec": raw, "status": status}}
 	obj.SetAPIVersion(Group + "/" + Version)
 	obj.SetKind(Kind)
 	obj.SetName(in.Name)

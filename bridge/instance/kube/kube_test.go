@@ -28,6 +28,7 @@ func TestStore(t *testing.T) {
 	t.Run("other writers' changes", func(t *testing.T) { testOtherWriters(t, env) })
 	t.Run("nodes share an instance", func(t *testing.T) { testShared(t, env) })
 	t.Run("a departed node is forgotten", func(t *testing.T) { testForgetNode(t, env) })
+	t.Run("kubectl get prints which device and how busy", func(t *testing.T) { testTable(t, env) })
 }
 
 // newStore is a Store with a client of its own, as a bridge on its own

@@ -124,19 +124,21 @@ func testPrinterColumns(t *testing.T, cfg *rest.Config, instances dynamic.Resour
 		names = append(names, c.Name)
 		priority[c.Name] = c.Priority
 	}
-	if want := []string{"Name", "Config", "Shared", "Nodes", "Capacity", "Age"}; !slices.Equal(names, want) {
+	if want := []string{"Name", "Config", "Device", "Slots", "Nodes", "Age", "Shared", "PCI"}; !slices.Equal(names, want) {
 		t.Fatalf("columns %v, want %v", names, want)
 	}
-	if priority["Capacity"] != 1 || priority["Config"] != 0 {
-		t.Errorf("priorities %v: want Capacity 1 (wide only), the others 0", priority)
+	if priority["Shared"] != 1 || priority["PCI"] != 1 || priority["Slots"] != 0 {
+		t.Errorf("priorities %v: want Shared and PCI 1 (wide only), the others 0", priority)
 	}
 	if len(table.Rows) != 1 {
 		t.Fatalf("%d rows, want 1", len(table.Rows))
 	}
+	// No Slots: the bridge writes the status summary (bridge/instance/kube
+	// tests it), this object has none. No PCI address in its properties.
 	cells := table.Rows[0].Cells
-	want := []any{"cam-columns", "cam", true, `["node-a","node-b"]`, float64(3)}
-	if len(cells) != 6 || !reflect.DeepEqual(cells[:5], want) || cells[5] == "" {
-		t.Errorf("cells %#v, want %#v and an age", cells, want)
+	want := []any{"cam-columns", "cam", "/dev/video0", nil, `["node-a","node-b"]`}
+	if len(cells) != 8 || !reflect.DeepEqual(cells[:5], want) || cells[5] == "" || cells[6] != true || cells[7] != nil {
+		t.Errorf("cells %#v, want %#v, an age, true and nil", cells, want)
 	}
 }
 
