@@ -57,7 +57,7 @@ func Plugin(f Family) skel.Plugin { return PluginWith(f, DefaultDeps()) }
 // PluginWith is Plugin with explicit deps.
 func PluginWith(f Family, d Deps) skel.Plugin {
 	e := &engine{family: f, deps: d}
-	return skel.Plugin{Types: f.Types, Info: e.info, Add: e.add, Del: e.del, List: e.list, GC: e.gc}
+	return skel.Plugin{Types: f.Types, Info: e.info, Add: e.add, Del: e.del, List: e.list, GC: e.gc, Serves: e.servedSpecs}
 }
 
 type engine struct {
@@ -180,6 +180,22 @@ func (e *engine) withState(a *skel.Args, discover bool, access func(store.Store,
 		return spec.WrapError(spec.CodeStateError, err)
 	}
 	return err
+}
+
+// servedSpecs lists the resource-specs the configuration serves, for skel
+// to tell an unsupported resource-spec from a malformed amount. skel asks
+// only about an ADD that is already malformed, so no valid call pays for
+// this second discovery.
+func (e *engine) servedSpecs(a *skel.Args) ([]spec.ResourceSpec, error) {
+	opts, err := parseCommonArgs(a.Config)
+	if err != nil {
+		return nil, err
+	}
+	inv, err := e.discover(a, opts)
+	if err != nil {
+		return nil, err
+	}
+	return inv.Resources, nil
 }
 
 func logDropped(a *skel.Args, s *store.State) {
