@@ -102,22 +102,6 @@ func parseCommonArgs(cfg *spec.Config) (commonArgs, error) {
 	return c, nil
 }
 
-// checkCDIKind checks "vendor/class" as CDI defines it: the vendor a
-// domain-like name, the class letters, digits, '-' and '_'.
-func checkCDIKind(kind string) error {
-	vendor, class, ok := strings.Cut(kind, "/")
-	okVendor := ok && vendor != "" && isAlnum(vendor[0]) && strings.IndexFunc(vendor, func(r rune) bool { return !isAlnum(byte(r)) && r != '.' && r != '-' }) < 0
-	okClass := class != "" && isAlnum(class[0]) && strings.IndexFunc(class, func(r rune) bool { return !isAlnum(byte(r)) && r != '_' && r != '-' }) < 0
-	if !okVendor || !okClass {
-		return spec.NewError(spec.CodeInvalidConfig, "args.cdiKind %q must be <vendor>/<class>, e.g. example.com/gpu", kind)
-	}
-	return nil
-}
-
-func isAlnum(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-}
-
 // call is one command's view: the discovered inventory and the locked state.
 type call struct {
 	args  *skel.Args

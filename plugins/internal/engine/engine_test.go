@@ -282,6 +282,18 @@ func TestParseCommonArgs(t *testing.T) {
 		{`,"cdiKind":"gpu"`, false},
 		{`,"cdiKind":"example.com/"`, false},
 		{`,"cdiKind":"-x.com/gpu"`, false},
+		// CDI's own rules: a letter first, a letter or digit last.
+		{`,"cdiKind":"example_corp.com/gpu.v2"`, true},
+		{`,"cdiKind":"a/b"`, true},
+		{`,"cdiKind":"3com.example/gpu_"`, false},
+		{`,"cdiKind":"3com.example/gpu"`, false},
+		{`,"cdiKind":"example.com/gpu_"`, false},
+		{`,"cdiKind":"example.com/1gpu"`, false},
+		{`,"cdiKind":"example.com./gpu"`, false},
+		{`,"cdiKind":"example.com/gpu-"`, false},
+		{`,"cdiKind":"example.com/g/pu"`, false},
+		{`,"cdiKind":"exa mple.com/gpu"`, false},
+		{`,"cdiKind":"/gpu"`, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.args, func(t *testing.T) {
