@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"github.com/cdiexec/cdi/spec"
@@ -46,6 +47,15 @@ type Plugin struct {
 	// Types lists the resource-types the plugin serves; a configuration of
 	// another type is code 9. Empty means any type.
 	Types []string
+
+	// Serves, when set, lists the resource-specs the configuration serves.
+	// It is called only for an ADD whose parameters are malformed (code 7)
+	// while CDI_REQUEST's resource-specs are well-formed: naming one the
+	// configuration does not serve is then code 4, because resource-specs
+	// are checked before amounts (SPEC.md, "Order of checks"). So the CDI
+	// draft's "gpu:1,gpu-memory:2048Mi" gets the draft's code 4, while
+	// "gpu:2048Mi" stays code 7. Without Serves, code 7 stands.
+	Serves func(*Args) ([]spec.ResourceSpec, error)
 }
 
 // Dispatcher runs a Plugin against an environment and standard streams.
@@ -141,12 +151,37 @@ func (d *Dispatcher) dispatch(p *Plugin, cmd string, stdin []byte, readErr error
 		return nil, spec.NewError(spec.CodeUnsupportedCommand, "%s needs cdiVersion %s or newer, the call uses %s", cmd, cs.minVersion, args.Version)
 	}
 	if err := d.parseParams(cmd, args); err != nil {
-		return nil, err
+		return nil, d.unservedFirst(p, cmd, args, err)
 	}
 	return safeCall(func() (jsonDocument, error) { return cs.run(p, args) })
 }
 
-func safeCall(f func() (jsonDocument, error)) (result jsonDocument, err error) {
+// unservedFirst returns code 4 instead of invalid, the code 7 error of an
+// ADD, when CDI_REQUEST names a resource-spec that p.Serves does not list,
+// the first such in request order. Otherwise, and when Serves is unset or
+// fails, invalid stands: the malformed parameters are certain.
+func (d *Dispatcher) unservedFirst(p *Plugin, cmd string, args *Args, invalid error) error {
+	if cmd != spec.CmdAdd || p.Serves == nil {
+		return invalid
+	}
+	specs, err := spec.RequestSpecs(d.getenv(spec.EnvRequest))
+	if err != nil {
+		return invalid
+	}
+	served, err := safeCall(func() ([]spec.ResourceSpec, error) { return p.Serves(args) })
+	if err != nil {
+		return invalid
+	}
+	for _, rs := range specs {
+		if !slices.Contains(served, rs) {
+			return spec.NewError(spec.CodeUnsupportedResource, "Unsupported resource-spec: %s", rs)
+		}
+	}
+	return invalid
+}
+
+// safeCall runs a plugin's callback, turning a panic into code 14.
+func safeCall[R any](f func() (R, error)) (result R, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = spec.NewError(spec.CodeInternal, "plugin panicked: %v\n%s", r, debug.Stack())

@@ -108,6 +108,47 @@ func TestDispatch(t *testing.T) {
 	}
 }
 
+// TestUnservedBeforeAmounts checks the order of CDI_REQUEST's checks:
+// a resource-spec the configuration does not serve is code 4 even when an
+// amount is malformed, as in the CDI draft's third ADD example; a
+// malformed amount of a served one is code 7.
+func TestUnservedBeforeAmounts(t *testing.T) {
+	gpu := func(*Args) ([]spec.ResourceSpec, error) { return []spec.ResourceSpec{{Type: "gpu"}}, nil }
+	failing := func(*Args) ([]spec.ResourceSpec, error) { return nil, errors.New("sysfs unreadable") }
+	panicking := func(*Args) ([]spec.ResourceSpec, error) { panic("boom") }
+	gpuConf := strings.Replace(ttyConf, `"tty"`, `"gpu"`, 1)
+	tests := []struct {
+		name    string
+		serves  func(*Args) ([]spec.ResourceSpec, error)
+		request string
+		id      string
+		code    float64
+		details string
+	}{
+		{"the draft's example", gpu, "gpu:1,gpu-memory:2048Mi", "3456", 4, "Unsupported resource-spec: gpu-memory"},
+		{"first unserved in request order", gpu, "gpu-b:x,gpu:1,gpu-a:1", "3456", 4, "Unsupported resource-spec: gpu-b"},
+		{"unserved before a malformed id", gpu, "gpu-memory:1", "-x", 4, "Unsupported resource-spec: gpu-memory"},
+		{"served with a malformed amount", gpu, "gpu:2048Mi", "3456", 7, "2048Mi"},
+		{"served twice", gpu, "gpu:1,gpu:2", "3456", 7, "more than once"},
+		{"malformed resource-spec", gpu, "gpu-memory_x:1", "3456", 7, "gpu-memory_x"},
+		{"no Serves", nil, "gpu:1,gpu-memory:2048Mi", "3456", 7, "2048Mi"},
+		{"Serves fails", failing, "gpu:1,gpu-memory:2048Mi", "3456", 7, "2048Mi"},
+		{"Serves panics", panicking, "gpu:1,gpu-memory:2048Mi", "3456", 7, "2048Mi"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := fullPlugin()
+			p.Types, p.Serves = []string{"gpu"}, tt.serves
+			env := map[string]string{"CDI_COMMAND": "ADD", "CDI_VERSION": "0.0.1", "CDI_REQUEST": tt.request, "CDI_REQUEST_ID": tt.id}
+			r := dispatch(t, p, env, gpuConf)
+			details, _ := r.doc["details"].(string)
+			if r.status != 1 || r.doc["code"] != tt.code || !strings.Contains(details, tt.details) {
+				t.Fatalf("status %d, stdout %s; want code %v with %q", r.status, r.stdout, tt.code, tt.details)
+			}
+		})
+	}
+}
+
 func TestAddVersioning(t *testing.T) {
 	env := map[string]string{"CDI_COMMAND": "ADD", "CDI_VERSION": "0.0.1", "CDI_REQUEST": "tty:1", "CDI_REQUEST_ID": "1"}
 	r := dispatch(t, fullPlugin(), env, ttyConf)

@@ -71,33 +71,61 @@ func (r Request) String() string {
 
 // ParseRequest parses CDI_REQUEST: a comma-separated list of
 // "<resource-spec>:<amount>" with positive integer amounts, each
-// resource-spec at most once.
+// resource-spec at most once. The resource-specs of every item are checked
+// before any amount (see RequestSpecs).
 func ParseRequest(s string) (Request, error) {
-	if s == "" {
-		return nil, fmt.Errorf("%w: empty request", ErrMalformed)
+	specs, amounts, err := splitRequest(s)
+	if err != nil {
+		return nil, err
 	}
-	var req Request
+	req := make(Request, len(specs))
 	seen := map[ResourceSpec]bool{}
-	for _, elem := range strings.Split(s, ",") {
+	for i, rs := range specs {
+		amount, err := parseAmount(amounts[i])
+		if err != nil {
+			return nil, fmt.Errorf("resource-spec %q: %w", rs, err)
+		}
+		if seen[rs] {
+			return nil, fmt.Errorf("%w: resource-spec %q is listed more than once", ErrMalformed, rs)
+		}
+		seen[rs] = true
+		req[i] = RequestItem{Spec: rs, Amount: amount}
+	}
+	return req, nil
+}
+
+// RequestSpecs returns the resource-specs CDI_REQUEST names, in request
+// order, without looking at the amounts: it fails only when the request is
+// not a list of "<resource-spec>:<anything>" items. A plugin uses it to
+// report a resource-spec it does not serve (code 4) before a malformed
+// amount (code 7), as the CDI draft's third ADD example,
+// "gpu:1,gpu-memory:2048Mi", requires.
+func RequestSpecs(s string) ([]ResourceSpec, error) {
+	specs, _, err := splitRequest(s)
+	return specs, err
+}
+
+// splitRequest splits CDI_REQUEST into its parsed resource-specs and the
+// unparsed text of their amounts.
+func splitRequest(s string) ([]ResourceSpec, []string, error) {
+	if s == "" {
+		return nil, nil, fmt.Errorf("%w: empty request", ErrMalformed)
+	}
+	elems := strings.Split(s, ",")
+	specs := make([]ResourceSpec, len(elems))
+	amounts := make([]string, len(elems))
+	for i, elem := range elems {
 		specText, amountText, ok := strings.Cut(elem, ":")
 		if !ok {
-			return nil, fmt.Errorf("%w: %q is not <resource-spec>:<amount>", ErrMalformed, elem)
+			return nil, nil, fmt.Errorf("%w: %q is not <resource-spec>:<amount>", ErrMalformed, elem)
 		}
 		rs, err := ParseResourceSpec(specText)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		amount, err := parseAmount(amountText)
-		if err != nil {
-			return nil, fmt.Errorf("resource-spec %q: %w", specText, err)
-		}
-		if seen[rs] {
-			return nil, fmt.Errorf("%w: resource-spec %q is listed more than once", ErrMalformed, specText)
-		}
-		seen[rs] = true
-		req = append(req, RequestItem{Spec: rs, Amount: amount})
+		specs[i], amounts[i] = rs, amountText
 	}
-	return req, nil
+	return specs, amounts, nil
 }
 
 func parseAmount(s string) (int, error) {

@@ -56,6 +56,37 @@ func TestParseRequest(t *testing.T) {
 	}
 }
 
+func TestRequestSpecs(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []ResourceSpec // nil: an error is expected
+	}{
+		{"gpu:1,gpu-memory:2048Mi", []ResourceSpec{{Type: "gpu"}, {Type: "gpu", Subtype: "memory"}}},
+		{"gpu:2048Mi", []ResourceSpec{{Type: "gpu"}}},
+		{"tty:0", []ResourceSpec{{Type: "tty"}}},
+		{"gpu:,gpu:x", []ResourceSpec{{Type: "gpu"}, {Type: "gpu"}}}, // duplicates are ParseRequest's to refuse
+		{"", nil},
+		{"gpu", nil},
+		{"gpu:1,1gpu:1", nil},
+		{"gpu-memory_x:1", nil},
+		{"gpu:1,", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := RequestSpecs(tt.in)
+			if tt.want == nil {
+				if !errors.Is(err, ErrMalformed) {
+					t.Fatalf("RequestSpecs(%q) = %v, %v; want an ErrMalformed error", tt.in, got, err)
+				}
+				return
+			}
+			if err != nil || !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("RequestSpecs(%q) = %v, %v; want %v", tt.in, got, err, tt.want)
+			}
+		})
+	}
+}
+
 func TestCheckRequestID(t *testing.T) {
 	long := strings.Repeat("a", 64)
 	tests := map[string]bool{

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cdiexec/cdi/plugins/internal/engine"
 	"github.com/cdiexec/cdi/spec"
 	"github.com/cdiexec/cdi/spec/plainjson"
 	"github.com/tidwall/gjson"
@@ -150,7 +151,7 @@ func readEndpoints(v gjson.Result) ([]endpoint, error) {
 
 // check validates an endpoint and, when probing, works out its address.
 func (a endpointArgs) check(e *endpoint) error {
-	if err := spec.CheckDeviceID(e.ID); err != nil {
+	if err := engine.CheckDeviceID(e.ID); err != nil {
 		return err
 	}
 	u, err := url.Parse(e.URL)

@@ -213,6 +213,10 @@ func TestBadArgs(t *testing.T) {
 		`{"endpoints":{}}`,
 		`{"endpoints":[{"id":"a","url":"rtsp://h","port":1}]}`,
 		`{"endpoints":[{"id":"-a","url":"rtsp://h"}]}`,
+		`{"endpoints":[{"id":"lobby-","url":"rtsp://h"}]}`, // CDI names end with a letter or digit
+		`{"endpoints":[{"id":"lobby.","url":"rtsp://h"}]}`,
+		`{"endpoints":[{"id":"lobby_","url":"rtsp://h"}]}`,
+		`{"endpoints":[{"id":"lobby:","url":"rtsp://h"}]}`,
 		`{"endpoints":[{"url":"rtsp://h"}]}`,
 		`{"endpoints":[{"id":"a","url":"rtsp://h"},{"id":"a","url":"rtsp://g"}]}`,
 		`{"endpoints":[{"id":"a","url":"10.0.0.5/stream"}]}`,

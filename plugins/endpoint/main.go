@@ -6,7 +6,8 @@
 //
 // Args, besides the engine's common ones (root, stateDir, capacity, cdiKind):
 //
-//	endpoints  list of {"id": device-id, "url": "rtsp://10.0.0.5/stream",
+//	endpoints  list of {"id": device-id that is also a CDI device name (ends
+//	           with a letter or digit), "url": "rtsp://10.0.0.5/stream",
 //	           "env": {extra variables}, "properties": {free-form strings}}
 //	envPrefix  variable prefix (default: the type upper-cased, e.g. CAMERA);
 //	           each device sets <PREFIX>_URL and <PREFIX>_ID

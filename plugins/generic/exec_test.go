@@ -34,7 +34,7 @@ func TestShippedConf(t *testing.T) {
 		r := run("CDI_COMMAND", "INFO")
 		var info spec.InfoResult
 		r.Decode(t, &info)
-		want := map[string]int{"dev-serial": 3, "dev-video": 4, "dev-sound": 1}
+		want := map[string]int{"dev": 0, "dev-serial": 3, "dev-video": 4, "dev-sound": 1}
 		if r.Status != 0 || !reflect.DeepEqual(info.Counts, want) || len(info.Devices) != 8 {
 			t.Fatalf("status %d, %s; want counts %v", r.Status, r.Stdout, want)
 		}
@@ -77,7 +77,7 @@ func TestShippedConf(t *testing.T) {
 func TestDraftVersion(t *testing.T) {
 	conf := shippedConf(t, "0.0.1")
 	r := exectest.Run(t, plugin, exectest.Env("CDI_COMMAND", "INFO"), conf)
-	want := map[string]any{"cdiVersion": "0.0.1", "dev-serial": 3.0, "dev-video": 4.0, "dev-sound": 1.0}
+	want := map[string]any{"cdiVersion": "0.0.1", "dev": 0.0, "dev-serial": 3.0, "dev-video": 4.0, "dev-sound": 1.0}
 	if r.Status != 0 || !reflect.DeepEqual(r.Doc, want) {
 		t.Fatalf("status %d, %s; want %v", r.Status, r.Stdout, want)
 	}

@@ -40,7 +40,7 @@ func discover(h *engine.Host) (*engine.Inventory, error) {
 			return nil, err
 		}
 		for _, d := range g.devices(h, paths, classes) {
-			if err := spec.CheckDeviceID(d.ID); err != nil || ids[d.ID] {
+			if err := engine.CheckDeviceID(d.ID); err != nil || ids[d.ID] {
 				fmt.Fprintf(h.Stderr, "generic: skipping %s: no usable device id (%q is invalid or taken)\n", d.Properties["path"], d.ID)
 				continue
 			}

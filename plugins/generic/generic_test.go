@@ -140,6 +140,9 @@ func TestDiscoverEdgeCases(t *testing.T) {
 		{"nested paths and odd characters", `{"groups":[{"name":"in","paths":["/dev/input/*/*"]}]}`,
 			fstest.MapFS{"dev/input/by-id/usb-Logi+Cam": {}, "dev/input/by-id/usb-Logi_Cam": {}, "dev/input/by-id/ok": {}},
 			[]string{"in-input_by-id_ok", "in-input_by-id_usb-Logi_Cam"}, []bool{true, true}, "skipping /dev/input/by-id/usb-Logi_Cam"},
+		{"ids end as CDI names do", `{"groups":[{"name":"x","paths":["/dev/x*"]}]}`,
+			fstest.MapFS{"dev/x1": {}, "dev/x1_": {}, "dev/x2.": {}, "dev/x3-": {}, "dev/x4:": {}, "dev/x5+": {}},
+			[]string{"x-x1"}, []bool{true}, "skipping /dev/x1_"},
 		{"outside /dev", `{"groups":[{"name":"x","paths":["/run/dev?"]}]}`,
 			fstest.MapFS{"run/dev1": {}}, []string{"x-run_dev1"}, []bool{true}, ""},
 	}

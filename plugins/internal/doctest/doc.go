@@ -1,6 +1,12 @@
-// Package doctest checks the examples in SPEC.md's appendix against the
-// real plugins: every example command is run, in order, against the
-// built binaries on the testdata/root fixture, and must print the
-// document and exit with the status the appendix shows. A change to a
-// plugin's output that the specification does not follow fails here.
+// Package doctest checks the examples of the documents the protocol comes
+// from against the real plugins. Every example command of SPEC.md's
+// appendix is run, in order, against the built binaries on the
+// testdata/root fixture, and must print the document and exit with the
+// status the appendix shows; every example of the 2017 CDI draft must get
+// the draft's error code and exit status, and its output exactly wherever
+// SPEC.md does not say otherwise; and the worked example of SPEC.md's
+// "Writing a plugin" is built from the text and must pass every rule of
+// package conformance. A change to a plugin's output that the documents do
+// not follow, or to the engine that the example no longer compiles
+// against, fails here.
 package doctest

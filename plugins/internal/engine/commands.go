@@ -17,9 +17,11 @@ func (e *engine) info(a *skel.Args) (*spec.InfoResult, error) {
 }
 
 // info counts, per served resource-spec, the usage slots of its healthy
-// devices (the node's total offer) and lists the inventory.
+// devices (the node's total offer) and lists the inventory. The
+// configuration's type always has a count, 0 when only its subtypes are
+// served (generic's dev-serial, dev-video): SPEC.md requires it.
 func (c *call) info() *spec.InfoResult {
-	r := &spec.InfoResult{Counts: map[string]int{}, Devices: []spec.DeviceInfo{}}
+	r := &spec.InfoResult{Counts: map[string]int{c.args.Config.Type: 0}, Devices: []spec.DeviceInfo{}}
 	for _, rs := range c.inv.Resources {
 		r.Counts[rs.String()] = 0
 	}

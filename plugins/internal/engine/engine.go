@@ -57,7 +57,7 @@ func Plugin(f Family) skel.Plugin { return PluginWith(f, DefaultDeps()) }
 // PluginWith is Plugin with explicit deps.
 func PluginWith(f Family, d Deps) skel.Plugin {
 	e := &engine{family: f, deps: d}
-	return skel.Plugin{Types: f.Types, Info: e.info, Add: e.add, Del: e.del, List: e.list, GC: e.gc}
+	return skel.Plugin{Types: f.Types, Info: e.info, Add: e.add, Del: e.del, List: e.list, GC: e.gc, Serves: e.servedSpecs}
 }
 
 type engine struct {
@@ -100,22 +100,6 @@ func parseCommonArgs(cfg *spec.Config) (commonArgs, error) {
 		c.capacity = int(n)
 	}
 	return c, nil
-}
-
-// checkCDIKind checks "vendor/class" as CDI defines it: the vendor a
-// domain-like name, the class letters, digits, '-' and '_'.
-func checkCDIKind(kind string) error {
-	vendor, class, ok := strings.Cut(kind, "/")
-	okVendor := ok && vendor != "" && isAlnum(vendor[0]) && strings.IndexFunc(vendor, func(r rune) bool { return !isAlnum(byte(r)) && r != '.' && r != '-' }) < 0
-	okClass := class != "" && isAlnum(class[0]) && strings.IndexFunc(class, func(r rune) bool { return !isAlnum(byte(r)) && r != '_' && r != '-' }) < 0
-	if !okVendor || !okClass {
-		return spec.NewError(spec.CodeInvalidConfig, "args.cdiKind %q must be <vendor>/<class>, e.g. example.com/gpu", kind)
-	}
-	return nil
-}
-
-func isAlnum(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
 // call is one command's view: the discovered inventory and the locked state.
@@ -180,6 +164,22 @@ func (e *engine) withState(a *skel.Args, discover bool, access func(store.Store,
 		return spec.WrapError(spec.CodeStateError, err)
 	}
 	return err
+}
+
+// servedSpecs lists the resource-specs the configuration serves, for skel
+// to tell an unsupported resource-spec from a malformed amount. skel asks
+// only about an ADD that is already malformed, so no valid call pays for
+// this second discovery.
+func (e *engine) servedSpecs(a *skel.Args) ([]spec.ResourceSpec, error) {
+	opts, err := parseCommonArgs(a.Config)
+	if err != nil {
+		return nil, err
+	}
+	inv, err := e.discover(a, opts)
+	if err != nil {
+		return nil, err
+	}
+	return inv.Resources, nil
 }
 
 func logDropped(a *skel.Args, s *store.State) {

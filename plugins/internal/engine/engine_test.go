@@ -2,6 +2,7 @@ package engine
 
 import (
 	"io"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -282,6 +283,18 @@ func TestParseCommonArgs(t *testing.T) {
 		{`,"cdiKind":"gpu"`, false},
 		{`,"cdiKind":"example.com/"`, false},
 		{`,"cdiKind":"-x.com/gpu"`, false},
+		// CDI's own rules: a letter first, a letter or digit last.
+		{`,"cdiKind":"example_corp.com/gpu.v2"`, true},
+		{`,"cdiKind":"a/b"`, true},
+		{`,"cdiKind":"3com.example/gpu_"`, false},
+		{`,"cdiKind":"3com.example/gpu"`, false},
+		{`,"cdiKind":"example.com/gpu_"`, false},
+		{`,"cdiKind":"example.com/1gpu"`, false},
+		{`,"cdiKind":"example.com./gpu"`, false},
+		{`,"cdiKind":"example.com/gpu-"`, false},
+		{`,"cdiKind":"example.com/g/pu"`, false},
+		{`,"cdiKind":"exa mple.com/gpu"`, false},
+		{`,"cdiKind":"/gpu"`, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.args, func(t *testing.T) {
@@ -292,6 +305,34 @@ func TestParseCommonArgs(t *testing.T) {
 			_, err = parseCommonArgs(cfg)
 			if (err == nil) != tt.ok || (err != nil && spec.CodeOf(err) != spec.CodeInvalidConfig) {
 				t.Errorf("parseCommonArgs: %v, want ok %v (or code 8)", err, tt.ok)
+			}
+		})
+	}
+}
+
+// TestInfoCountsTheType checks that INFO counts the configuration's type
+// whatever the family serves, as SPEC.md requires: 0 when it serves only
+// subtypes, and never a count it does not owe.
+func TestInfoCountsTheType(t *testing.T) {
+	render := spec.ResourceSpec{Type: "gpu", Subtype: "render"}
+	tests := []struct {
+		name      string
+		resources []spec.ResourceSpec
+		want      map[string]int
+	}{
+		{"type and a subtype", []spec.ResourceSpec{{Type: "gpu"}, render}, map[string]int{"gpu": 4, "gpu-render": 1}},
+		{"only a subtype", []spec.ResourceSpec{render}, map[string]int{"gpu": 0, "gpu-render": 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t, "")
+			r.inv.Resources = tt.resources
+			if len(tt.resources) == 1 {
+				r.inv.Devices = r.inv.Devices[4:] // render0 alone
+			}
+			info, err := r.plugin.Info(&skel.Args{Command: "INFO", Version: "0.1.0", Config: r.config, Stderr: io.Discard})
+			if err != nil || !maps.Equal(info.Counts, tt.want) {
+				t.Fatalf("INFO counts %v, %v; want %v", info, err, tt.want)
 			}
 		})
 	}

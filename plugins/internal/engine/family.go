@@ -47,7 +47,7 @@ type Inventory struct {
 // Device is one allocatable device.
 type Device struct {
 	// ID is stable across reboots and re-enumeration (a PCI address, a
-	// path), valid per spec.CheckDeviceID.
+	// path), valid per CheckDeviceID.
 	ID       string
 	Resource spec.ResourceSpec
 	// Nodes are the device nodes a container gets, by host path.

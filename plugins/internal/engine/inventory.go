@@ -20,7 +20,7 @@ func checkInventory(cfg *spec.Config, inv *Inventory, defaultCapacity int) error
 	seen := map[string]bool{}
 	for i := range inv.Devices {
 		d := &inv.Devices[i]
-		if err := spec.CheckDeviceID(d.ID); err != nil {
+		if err := CheckDeviceID(d.ID); err != nil {
 			return err
 		}
 		if seen[d.ID] {

@@ -230,7 +230,7 @@ func TestRunInProcess(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var stdout, stderr bytes.Buffer
-		status := run(context.Background(), tt.args, &stdout, &stderr)
+		status := run(context.Background(), tt.args, strings.NewReader(""), &stdout, &stderr)
 		if status != tt.status || !strings.Contains(stdout.String(), tt.stdout) || !strings.Contains(stderr.String(), tt.stderr) {
 			t.Errorf("run(%q) = %d\nstdout %s\nstderr %s", tt.args, status, stdout.String(), stderr.String())
 		}

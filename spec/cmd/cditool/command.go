@@ -11,8 +11,9 @@ import (
 
 // command is a checked command line: what to run against which type.
 type command struct {
-	name      string // version, info, add, del, list or gc
+	name      string // version, info, add, del, list, gc or conformance
 	typ       string
+	plugin    string            // conformance: the plugin's path or name
 	requestID string            // add, del
 	add       invoke.AddRequest // add
 	valid     []string          // gc
@@ -55,6 +56,9 @@ func parseCommand(o *options, pos []string) (*command, error) {
 		return nil, errors.New("no command given")
 	}
 	name := strings.ToLower(pos[0])
+	if name == "conformance" {
+		return parseConformance(o, pos[1:])
+	}
 	lo, hi, ok := argCounts(name)
 	if !ok {
 		return nil, fmt.Errorf("unknown command %q", pos[0])
@@ -125,4 +129,22 @@ func (c *command) parseGC(o *options, args []string) error {
 	var err error
 	c.valid, err = spec.ParseRequestIDs(list)
 	return err
+}
+
+// parseConformance checks "conformance <plugin>": one plugin, and none of
+// the flags that pick drop-ins or shape a plugin's output, since the
+// drop-in comes on stdin and the output is the rules' table.
+func parseConformance(o *options, args []string) (*command, error) {
+	if len(args) != 1 || args[0] == "" {
+		return nil, errors.New("conformance: give one plugin, a path or a name found in --path, and the drop-in on stdin")
+	}
+	if err := checkFlags(o, "conformance"); err != nil {
+		return nil, err
+	}
+	for _, f := range []string{"conf", "conf-dir", "cdi-version", "json"} {
+		if o.set[f] {
+			return nil, fmt.Errorf("--%s does not go with conformance, which reads its drop-in on stdin", f)
+		}
+	}
+	return &command{name: "conformance", plugin: args[0]}, nil
 }

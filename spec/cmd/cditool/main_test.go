@@ -8,7 +8,8 @@ import (
 	"testing"
 )
 
-// binDir holds cditool and the test plugin of package invoke, built once.
+// binDir holds cditool, the test plugin of package invoke and the
+// generic-tty plugin, built once.
 var binDir string
 
 func TestMain(m *testing.M) {
@@ -22,7 +23,7 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	for name, pkg := range map[string]string{"cditool": ".", "testplugin": "../../invoke/testdata/testplugin"} {
+	for name, pkg := range map[string]string{"cditool": ".", "testplugin": "../../invoke/testdata/testplugin", "generic-tty": "../../../plugins/generic-tty"} {
 		build := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg)
 		if out, err := build.CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", name, err, out)

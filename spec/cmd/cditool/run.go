@@ -13,8 +13,9 @@ import (
 	"github.com/cdiexec/cdi/spec/invoke"
 )
 
-// run is cditool without the process around it; it returns the exit status.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// run is cditool without the process around it; it returns the exit
+// status. stdin is read by the conformance command only.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	o, fs, pos, err := parseOptions(args, stderr)
 	if errors.Is(err, flag.ErrHelp) || (err == nil && len(pos) == 1 && pos[0] == "help") {
 		printUsage(stdout, fs)
@@ -26,7 +27,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if err == nil {
 		var c *command
-		if c, err = parseCommand(o, pos); err == nil {
+		if c, err = parseCommand(o, pos); err == nil && c.name == "conformance" {
+			return runConformance(ctx, o, c, stdin, stdout, stderr)
+		}
+		if err == nil {
 			return runCommand(ctx, o, c, stdout, stderr)
 		}
 	}

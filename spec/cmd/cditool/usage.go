@@ -15,6 +15,7 @@ const (
 )
 
 const usageText = `Usage: cditool [flags] <command> <type> [args]
+       cditool [--path dirs] [--timeout d] conformance <plugin> < drop-in
 
 Runs the CDI plugins configured by the drop-ins <conf-dir>/<type>.d/*.conf
 (and *.json) with the plugin binaries found in --path, as the kubelet bridge
@@ -29,6 +30,7 @@ Commands:
   list    <type>                          current allocations
   gc      <type> <valid-id,...> | --all   release every allocation whose request-id
                                           is not in the list
+  conformance <plugin> < drop-in          check a plugin against SPEC.md's rules
 
 version, info, list and gc run every drop-in of the type in file name order, or
 only the one --conf names. add and del change state, so they run exactly one
@@ -37,6 +39,24 @@ drop-in's file name with or without its extension, or its "name" member.
 
 gc with no list would release every allocation of the type; that happens only
 with --all, never by forgetting the argument.
+
+conformance runs one plugin binary, a path or a name found in --path, with
+the drop-in on stdin (which the plugin should accept), through every rule of
+SPEC.md that a caller can check from outside: version negotiation, each
+error code a call can provoke, idempotent ADD, DEL that never fails,
+all-or-nothing ADD, LIST and GC, parallel ADDs, one JSON document on
+stdout. It prints a row per rule, PASS, FAIL or SKIP with the SPEC.md
+section, and under a FAIL what was seen, under a SKIP what the plugin lacks.
+What it does to the drop-in: where it has args.stateDir, each rule gets a
+fresh temporary directory in its place, removed at the end, so the host's
+state is never touched. A drop-in without args.stateDir is passed as it is
+and the rules then work in the plugin's own state: they allocate and
+release under request-ids of their own, name every other allocation valid
+in each GC, and DEL what they allocated; run it where nothing else calls
+the plugin meanwhile. Some rules send altered copies of the drop-in on
+purpose (another cdiVersion or type, a field missing, data after it).
+Exit status: 0 no rule failed, 1 a rule failed, 2 usage error or a drop-in
+that is not a valid configuration, 3 the plugin binary was not found.
 
 Output: readable tables on stdout. With --json, each plugin's JSON document
 exactly as the plugin printed it, one per drop-in run (del prints none); a
