@@ -112,11 +112,10 @@ func run(ctx context.Context, args []string) error {
 		fmt.Println("cdi-bridge", buildinfo.Version())
 		return nil
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
+	log, err := newLogger(o.logLevel)
+	if err != nil {
+		return err
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: readableDurations}))
 	log.Info("starting", "version", buildinfo.Version(), "node", o.nodeName, "confDir", o.confDir, "pluginPath", o.pluginPath, "domain", o.domain)
 	store, cfg, err := openStore(ctx, o, log)
 	if err != nil {
@@ -140,12 +139,7 @@ func run(ctx context.Context, args []string) error {
 	m.SkippedDropIns(func() int { return len(disc.Skipped()) })
 	stale := staleness(store)
 	m.StoreStale(func() time.Time { since, _ := stale(); return since })
-	n := node.New(node.Config{
-		NodeName: o.nodeName, Domain: o.domain, DevicePluginDir: o.dpDir, ExecTimeout: o.execTimeout, Store: store, CDI: cdiDir,
-		Discoverer: disc, DiscoveryPeriod: o.discoveryPeriod, Logger: log, OnAllocate: m.Allocation, OnRegister: m.Registration,
-		MaxInstanceLevel: o.maxInstanceLevel,
-	})
-	m.Pools(n.Usage)
+	n := newNode(o, store, cdiDir, disc, m, log)
 	if err := startReclaim(ctx, o, n, log); err != nil {
 		return err
 	}
@@ -157,6 +151,26 @@ func run(ctx context.Context, args []string) error {
 	err = n.Run(ctx)
 	log.Info("stopped")
 	return err
+}
+
+// newNode is the node as the flags set it up, its figures reported to m.
+func newNode(o *options, store instance.Store, cdiDir *cdispec.Dir, disc *discovery.Discoverer, m *metrics.Metrics, log *slog.Logger) *node.Node {
+	n := node.New(node.Config{
+		NodeName: o.nodeName, Domain: o.domain, DevicePluginDir: o.dpDir, ExecTimeout: o.execTimeout, Store: store, CDI: cdiDir,
+		Discoverer: disc, DiscoveryPeriod: o.discoveryPeriod, Logger: log, OnAllocate: m.Allocation, OnRegister: m.Registration,
+		MaxInstanceLevel: o.maxInstanceLevel,
+	})
+	m.Pools(n.Usage)
+	return n
+}
+
+// newLogger is the bridge's JSON log on stderr, at level.
+func newLogger(level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: l, ReplaceAttr: readableDurations})), nil
 }
 
 // readableDurations writes durations as Go writes them ("5m0s"), not as
