@@ -14,7 +14,7 @@ func TestDemo(t *testing.T) {
 		t.Skip("the demo installs with make, which is not on the PATH")
 	}
 	cmd := exec.Command("bash", "testdata/demo.sh")
-	cmd.Dir = "../../.."
+	cmd.Dir = "../../../.."
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("demo.sh: %v\n%s", err, out)
