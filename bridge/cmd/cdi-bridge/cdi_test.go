@@ -14,7 +14,7 @@ import (
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 
 	"github.com/cdiexec/cdi/bridge/deviceplugin/kubelettest"
-	"github.com/cdiexec/cdi/bridge/internal/proctest"
+	"github.com/cdiexec/cdi/bridge/internal/testing/proctest"
 	"github.com/cdiexec/cdi/plugins/exectest"
 )
 
