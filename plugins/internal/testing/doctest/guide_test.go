@@ -75,7 +75,7 @@ func buildGuide(t *testing.T, root, code string) string {
 		t.Fatal(err)
 	}
 	overlay, err := json.Marshal(map[string]any{"Replace": map[string]string{
-		filepath.Join(root, "plugins", "internal", "doctest", "guide", "main.go"): src,
+		filepath.Join(root, "plugins", "internal", "testing", "doctest", "guide", "main.go"): src,
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +85,7 @@ func buildGuide(t *testing.T, root, code string) string {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, "serial")
-	cmd := exec.Command("go", "build", "-overlay", overlayFile, "-o", bin, "./plugins/internal/doctest/guide")
+	cmd := exec.Command("go", "build", "-overlay", overlayFile, "-o", bin, "./plugins/internal/testing/doctest/guide")
 	cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building the example of SPEC.md: %v\n%s", err, out)
