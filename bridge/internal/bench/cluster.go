@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
 
 	"github.com/cdiexec/cdi/bridge/instance"
@@ -237,13 +238,17 @@ func (s *sim) setup(ctx context.Context) error {
 	s.res.setup, s.res.setupTook, err = s.measure(ctx, func() error {
 		start := time.Now()
 		errs := make([]error, len(s.nodes))
+		failed := make([]int, len(s.nodes))
 		var wg sync.WaitGroup
 		for i, n := range s.nodes {
 			seen := shuffled(s.devices, i)
-			wg.Go(func() { errs[i] = n.store.Observe(ctx, n.name, simPool, seen) })
+			wg.Go(func() { failed[i], errs[i] = n.observe(ctx, seen) })
 		}
 		wg.Wait()
 		s.res.observed = time.Since(start)
+		for _, f := range failed {
+			s.res.failedPasses += f
+		}
 		if err := errors.Join(errs...); err != nil {
 			return err
 		}
@@ -257,6 +262,23 @@ func (s *sim) setup(ctx context.Context) error {
 	}
 	s.res.objectBytes, err = s.objectSize(ctx)
 	return err
+}
+
+// maxPasses bounds a node's Observe passes in the setup.
+const maxPasses = 10
+
+// observe records that n sees the devices, again after a pass that
+// failed because some Instance kept conflicting (kube.DefaultBackoff's
+// attempts ran out), as the bridge's next full discovery would a minute
+// later; it returns the passes that failed so.
+func (n *simNode) observe(ctx context.Context, seen []instance.Instance) (failed int, err error) {
+	for {
+		err := n.store.Observe(ctx, n.name, simPool, seen)
+		if err == nil || !apierrors.IsConflict(err) || failed+1 == maxPasses {
+			return failed, err
+		}
+		failed++
+	}
 }
 
 // converged reports whether a store lists every Instance with every node.

@@ -17,6 +17,7 @@ type clusterResult struct {
 	// observed is when every node's Observe had returned; setupTook when
 	// every store showed every node in every Instance.
 	observed, setupTook time.Duration
+	failedPasses        int // Observe passes that ran out of conflict retries
 	setup               load
 	objectBytes         int
 	memBefore, memSetup memFigures
@@ -64,6 +65,8 @@ func setupRows(row rowFunc, r clusterResult) {
 	o, l := r.o, r.setup
 	row("setup", fmt.Sprintf("every node Observes all %d Instances at once: returned", o.instances), secs(r.observed), "", "-")
 	row("setup", "until every store lists every Instance with every node", secs(r.setupTook), "", "-")
+	row("setup", "Observe passes that ran out of conflict retries, then passed again", fmt.Sprint(r.failedPasses),
+		fmt.Sprintf("of %d nodes", o.nodes), "-")
 	row("setup", "API writes (conflict retries)", fmt.Sprintf("%d (%d)", l.writes, l.conflicts),
 		fmt.Sprintf("%.3f per node and Instance", float64(l.writes)/float64(o.nodes*o.instances)), "-")
 	row("setup", "requests GET / LIST / WATCH / writes", requestCells(l.reqs, 1), closedCell(l), "-")
