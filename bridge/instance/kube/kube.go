@@ -138,6 +138,11 @@ func (s *Store) cached(name string) (*instance.Instance, error) {
 	return &in, err
 }
 
+// Get returns the named Instance as List shows it, nil when List shows
+// none: for a caller that follows a few Instances and would otherwise
+// convert every one of them on each change.
+func (s *Store) Get(name string) (*instance.Instance, error) { return s.cached(name) }
+
 // Changes implements instance.Store: every event of the informer, made
 // here or by another node, reaches every receiver.
 func (s *Store) Changes() (<-chan struct{}, func()) { return s.changes.Subscribe() }

@@ -281,6 +281,10 @@ func testShared(t *testing.T, env *apitest.Env) {
 	if err := claim("c", s0, "c"); err != nil {
 		t.Fatalf("c after a's release: %v", err)
 	}
+	// Get shows a store's own write at once, as List does.
+	if in, err := stores["c"].Get(cam.Name); err != nil || in == nil || in.Usage[s0] != "c" {
+		t.Fatalf("c's Get of %s after its claim: %+v, %v; want slot %s held by c", cam.Name, in, err, s0)
+	}
 	for _, node := range nodes {
 		observe(t, stores[node], node)
 	}
@@ -295,6 +299,9 @@ func testShared(t *testing.T, env *apitest.Env) {
 		}
 	}
 	waitGone(t, stores["a"], cam.Name)
+	if in, err := stores["a"].Get(cam.Name); err != nil || in != nil {
+		t.Fatalf("Get of a deleted Instance: %+v, %v; want nil", in, err)
+	}
 }
 
 func waitGone(t *testing.T, s *Store, name string) {

@@ -268,6 +268,12 @@ func (e *Env) StartAPIServer(ctx context.Context) error {
 	return e.apiserver.waitReady(ctx, e.httpClient(), e.host+"/readyz", e.tokens[AdminUser])
 }
 
+// PIDs are the process ids of etcd and the apiserver, for a benchmark
+// that reads their memory; 0 for one that is not running.
+func (e *Env) PIDs() (etcd, apiserver int) {
+	return e.etcd.pid(), e.apiserver.pid()
+}
+
 // writeTokens gives the admin and every user a random token and writes
 // the apiserver's token file: token,user,uid,"group,...".
 func (e *Env) writeTokens(users []User) (string, error) {

@@ -356,8 +356,14 @@ func testIdentities(t *testing.T, env *Env) {
 // testStop checks that Stop leaves neither process nor listener behind.
 func testStop(t *testing.T, env *Env) {
 	pids := []int{env.etcd.cmd.Process.Pid, env.apiserver.cmd.Process.Pid}
+	if etcd, apiserver := env.PIDs(); etcd != pids[0] || apiserver != pids[1] {
+		t.Errorf("PIDs() = %d, %d; want %v", etcd, apiserver, pids)
+	}
 	if err := env.Stop(); err != nil {
 		t.Fatal(err)
+	}
+	if etcd, apiserver := env.PIDs(); etcd != 0 || apiserver != 0 {
+		t.Errorf("PIDs() after Stop = %d, %d; want 0, 0", etcd, apiserver)
 	}
 	for _, pid := range pids {
 		if err := syscall.Kill(-pid, 0); !errors.Is(err, syscall.ESRCH) {

@@ -53,6 +53,19 @@ func startProcess(name, logPath string, argv []string) (*process, error) {
 	return p, nil
 }
 
+// pid is the process's id while it runs, else 0.
+func (p *process) pid() int {
+	if p == nil {
+		return 0
+	}
+	select {
+	case <-p.done:
+		return 0
+	default:
+		return p.cmd.Process.Pid
+	}
+}
+
 // stop ends the process group: SIGTERM, then SIGKILL after stopGrace.
 func (p *process) stop() error {
 	pgid := p.cmd.Process.Pid

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+func TestClusterOptionsCheck(t *testing.T) {
+	ok := clusterOptions{nodes: 50, instances: 200, claims: 500, capacity: 4, inFlight: 8}
+	tests := []struct {
+		name  string
+		edit  func(*clusterOptions)
+		valid bool
+	}{
+		{"defaults", func(*clusterOptions) {}, true},
+		{"no simulation", func(o *clusterOptions) { *o = clusterOptions{} }, true},
+		{"one node cannot sweep another", func(o *clusterOptions) { o.nodes = 1 }, false},
+		{"no claims in flight", func(o *clusterOptions) { o.inFlight = 0 }, false},
+		{"3/4 of the slots", func(o *clusterOptions) { o.claims = 600 }, true},
+		{"more than 3/4 of the slots", func(o *clusterOptions) { o.claims = 601 }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := ok
+			tt.edit(&o)
+			if err := o.check(); (err == nil) != tt.valid {
+				t.Fatalf("check(%+v) = %v, want valid %v", o, err, tt.valid)
+			}
+		})
+	}
+}
+
+// TestRequests sends each kind of request through the counting transport
+// and reads a watch stream of three events.
+func TestRequests(t *testing.T) {
+	const stream = "{\"type\":\"ADDED\"}\n{\"type\":\"MODIFIED\"}\n{\"type\":\"DELETED\"}\n"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("watch") == "true" {
+			io.WriteString(w, stream)
+			return
+		}
+		io.WriteString(w, "{}")
+	}))
+	defer srv.Close()
+	var r requests
+	client := &http.Client{Transport: r.wrap(http.DefaultTransport)}
+	base := srv.URL + "/apis/cdi.local/v1alpha1/namespaces/ns/instances"
+	for _, req := range []struct{ method, url string }{
+		{http.MethodGet, base}, {http.MethodGet, base + "?watch=true"}, {http.MethodGet, base + "/cam-1"},
+		{http.MethodPut, base + "/cam-1"}, {http.MethodPost, base}, {http.MethodDelete, base + "/cam-1"},
+	} {
+		hr, err := http.NewRequestWithContext(t.Context(), req.method, req.url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := client.Do(hr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	got := r.snapshot()
+	want := [numKinds]int64{reqGet: 1, reqList: 1, reqWatch: 1, reqWrite: 3}
+	if got.n != want {
+		t.Errorf("requests by kind = %v, want %v", got.n, want)
+	}
+	if got.events != 3 {
+		t.Errorf("watch events = %d, want 3", got.events)
+	}
+	if got.bytes[reqWatch] != int64(len(stream)) || got.bytes[reqWrite] != 6 {
+		t.Errorf("bytes read by kind = %v, want %d of the watch, 6 of the writes", got.bytes, len(stream))
+	}
+	if d := got.sub(got); d != (requestCounts{}) {
+		t.Errorf("a snapshot less itself = %+v, want zero", d)
+	}
+}
