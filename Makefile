@@ -142,7 +142,7 @@ lint:
 # cached) for its Kubernetes store figures.
 bench: kube-apiserver
 	$(GO) run ./plugins/internal/bench
-	KUBE_APISERVER=$(KUBE_APISERVER) $(GO) run ./bridge/internal/bench
+	KUBE_APISERVER=$(KUBE_APISERVER) $(GO) run ./bridge/internal/tools/bench
 
 demo: build
 	./testdata/demo.sh

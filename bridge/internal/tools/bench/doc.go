@@ -51,7 +51,7 @@
 // sizes are started in turn for the same reason.
 //
 // Run it with `make bench` (after the plugins' bench) or
-// `go run ./bridge/internal/bench -n 200`; progress goes to stderr, the
+// `go run ./bridge/internal/tools/bench -n 200`; progress goes to stderr, the
 // tables to stdout. Without etcd (Debian's etcd-server) the kube store's
 // parts are reported as skipped, unless the CI environment variable is
 // set, when the run fails. `go test -bench .` in this package runs
