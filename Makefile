@@ -63,7 +63,7 @@ E2E := bridge/e2e
 
 # The kube-apiserver the Kubernetes tests and benchmarks run, built here
 # as a step of its own: a cold build takes minutes, which inside a test
-# binary would count against go test's timeout. bridge/internal/apitest
+# binary would count against go test's timeout. bridge/internal/testing/apitest
 # runs the program KUBE_APISERVER names.
 KUBE_APISERVER := $(CURDIR)/bin/kube-apiserver
 

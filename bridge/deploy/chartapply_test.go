@@ -10,7 +10,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
-	"github.com/cdiexec/cdi/bridge/internal/apitest"
+	"github.com/cdiexec/cdi/bridge/internal/testing/apitest"
 )
 
 var daemonSetsResource = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "daemonsets"}

@@ -9,7 +9,7 @@
 // The package has no code of its own, only tests: they check that the
 // kustomization renders the chart's objects, lint and render the chart
 // with other values, render the kustomization as kustomize would and
-// apply every object to a real API server (bridge/internal/apitest), run a
+// apply every object to a real API server (bridge/internal/testing/apitest), run a
 // real cdi-bridge holding the manifests' permissions and nothing more, and
 // check that everything outside them is refused.
 package deploy

@@ -16,7 +16,7 @@ import (
 
 	"github.com/cdiexec/cdi/bridge/deviceplugin/kubelettest"
 	"github.com/cdiexec/cdi/bridge/instance"
-	"github.com/cdiexec/cdi/bridge/internal/apitest"
+	"github.com/cdiexec/cdi/bridge/internal/testing/apitest"
 	"github.com/cdiexec/cdi/bridge/internal/testing/proctest"
 	"github.com/cdiexec/cdi/plugins/exectest"
 )

@@ -3,7 +3,7 @@
 // path: kubelet device manager -> cdi-bridge -> plugin ADD -> CRI ->
 // containerd (CDI on) -> runc -> the container's /dev and environment.
 //
-// The node is etcd and a kube-apiserver (bridge/internal/apitest, with the
+// The node is etcd and a kube-apiserver (bridge/internal/testing/apitest, with the
 // Node authorizer and the NodeRestriction admission plugin), containerd 2
 // with runc, and a kubelet, all built from their published sources (`make
 // node-bins`, `make kube-apiserver`; `make e2e` builds them and runs this

@@ -6,7 +6,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/cdiexec/cdi/bridge/internal/apitest"
+	"github.com/cdiexec/cdi/bridge/internal/testing/apitest"
 )
 
 // What TestMain hands the tests: in the namespaces, the layout the outer

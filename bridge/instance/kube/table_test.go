@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/cdiexec/cdi/bridge/instance"
-	"github.com/cdiexec/cdi/bridge/internal/apitest"
+	"github.com/cdiexec/cdi/bridge/internal/testing/apitest"
 )
 
 // tableAccept asks the API server for what kubectl get prints: a Table of

@@ -1,7 +1,7 @@
 // Command kube-apiserver is the Kubernetes API server built from the
 // published k8s.io/kubernetes module, so that tests can run the bridge's
 // Kubernetes store against a real apiserver without a cluster. The harness
-// in bridge/internal/apitest builds and starts it.
+// in bridge/internal/testing/apitest builds and starts it.
 package main
 
 import (

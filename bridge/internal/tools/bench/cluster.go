@@ -14,7 +14,7 @@ import (
 
 	"github.com/cdiexec/cdi/bridge/instance"
 	"github.com/cdiexec/cdi/bridge/instance/kube"
-	"github.com/cdiexec/cdi/bridge/internal/apitest"
+	"github.com/cdiexec/cdi/bridge/internal/testing/apitest"
 )
 
 // simPool is the pool every simulated node sees all of.

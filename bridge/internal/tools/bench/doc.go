@@ -19,7 +19,7 @@
 //     and has sent its complete list, then VmRSS and VmHWM from
 //     /proc/<pid>/status, against the same binary serving one endpoint;
 //   - the Kubernetes store (a real etcd and kube-apiserver, as
-//     bridge/internal/apitest runs them for the tests): the same Allocate
+//     bridge/internal/testing/apitest runs them for the tests): the same Allocate
 //     latencies against the local store's, its API writes per allocation,
 //     and the conflicts when three or four nodes race for the last slot;
 //   - a cluster (cluster.go): 50 simulated nodes, each a kube store with

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/cdiexec/cdi/bridge/instance/local"
-	"github.com/cdiexec/cdi/bridge/internal/apitest"
+	"github.com/cdiexec/cdi/bridge/internal/testing/apitest"
 	"github.com/cdiexec/cdi/bridge/node"
 	"github.com/cdiexec/cdi/plugins/exectest"
 )
