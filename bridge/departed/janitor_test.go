@@ -68,15 +68,15 @@ func testDeleted(t *testing.T, s server) {
 	c := newCluster(t, s, "a-n1", "a-n2", "a-n3")
 	cam, own := shared("a-porch", 4), local("a-n1", "tty")
 	c.arrange(map[string][]instance.Instance{"a-n1": {cam, own}, "a-n2": {cam}, "a-n3": {cam}},
-		claim(cam, 0, "a-n1"), claim(cam, 1, instance.CLUsage("0", "a-n1")), claim(own, 0, "a-n1"),
-		claim(cam, 2, "a-n2"), claim(cam, 3, instance.CLUsage("1", "a-n2")))
+		claim(cam, 0, "a-n1"), claim(cam, 1, instance.ConfigurationLevelUsage("0", "a-n1")), claim(own, 0, "a-n1"),
+		claim(cam, 2, "a-n2"), claim(cam, 3, instance.ConfigurationLevelUsage("1", "a-n2")))
 	stops := map[string]func(){"a-n2": c.startJanitor("a-n2"), "a-n3": c.startJanitor("a-n3")}
 	first := c.leader(nil)
 	if err := c.admin.CoreV1().Nodes().Delete(t.Context(), "a-n1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]string{claim(cam, 0, "").Slot: "", claim(cam, 1, "").Slot: "",
-		claim(cam, 2, "").Slot: "a-n2", claim(cam, 3, "").Slot: instance.CLUsage("1", "a-n2")}
+		claim(cam, 2, "").Slot: "a-n2", claim(cam, 3, "").Slot: instance.ConfigurationLevelUsage("1", "a-n2")}
 	c.waitFor("a-n1's claims cleared", func(m map[string]instance.Instance) bool {
 		_, ownLeft := m[own.Name]
 		return !ownLeft && is(m[cam.Name], []string{"a-n2", "a-n3"}, want)
@@ -107,7 +107,7 @@ func testSweep(t *testing.T, s server) {
 	c := newCluster(t, s, "b-n2")
 	cam, yard := shared("b-gate", 3), shared("b-yard", 1)
 	c.arrange(map[string][]instance.Instance{"b-gone": {cam, yard}, "b-n2": {cam}},
-		claim(cam, 0, "b-gone"), claim(cam, 1, instance.CLUsage("0", "b-gone")), claim(cam, 2, "b-n2"))
+		claim(cam, 0, "b-gone"), claim(cam, 1, instance.ConfigurationLevelUsage("0", "b-gone")), claim(cam, 2, "b-n2"))
 	c.startJanitor("b-n2")
 	c.leader(nil)
 	want := map[string]string{claim(cam, 0, "").Slot: "", claim(cam, 1, "").Slot: "", claim(cam, 2, "").Slot: "b-n2"}
@@ -127,7 +127,7 @@ func testRestart(t *testing.T, s server) {
 	c := newCluster(t, s, "c-n1", "c-n2")
 	cam := shared("c-door", 2)
 	c.arrange(map[string][]instance.Instance{"c-n1": {cam}, "c-n2": {cam}},
-		claim(cam, 0, "c-n1"), claim(cam, 1, instance.CLUsage("0", "c-n2")))
+		claim(cam, 0, "c-n1"), claim(cam, 1, instance.ConfigurationLevelUsage("0", "c-n2")))
 	before := c.instances()[cam.Name]
 	stops := map[string]func(){"c-n1": c.startJanitor("c-n1"), "c-n2": c.startJanitor("c-n2")}
 	first := c.leader(nil)

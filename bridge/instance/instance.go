@@ -75,12 +75,12 @@ type Usage struct {
 // ErrBadUsage is wrapped by ParseUsage's errors.
 var ErrBadUsage = errors.New("malformed slot usage")
 
-// ILUsage is the usage value of an Instance-level claim by node.
-func ILUsage(node string) string { return node }
+// InstanceLevelUsage is the usage value of an Instance-level claim by node.
+func InstanceLevelUsage(node string) string { return node }
 
-// CLUsage is the usage value of a Configuration-level claim by node as
-// virtual device vdev.
-func CLUsage(vdev, node string) string { return "C:" + vdev + ":" + node }
+// ConfigurationLevelUsage is the usage value of a Configuration-level
+// claim by node as virtual device vdev.
+func ConfigurationLevelUsage(vdev, node string) string { return "C:" + vdev + ":" + node }
 
 // ParseUsage parses a usage value. Node names cannot contain ':', so a
 // value with one is a Configuration-level claim or malformed.

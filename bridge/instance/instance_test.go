@@ -52,9 +52,9 @@ func TestParseUsage(t *testing.T) {
 				t.Fatalf("ParseUsage(%q) = %+v, %v", tt.in, got, err)
 			}
 			if !tt.bad && tt.in != "" {
-				round := ILUsage(got.Node)
+				round := InstanceLevelUsage(got.Node)
 				if got.Kind == ConfigLevel {
-					round = CLUsage(got.VDev, got.Node)
+					round = ConfigurationLevelUsage(got.VDev, got.Node)
 				}
 				if round != tt.in {
 					t.Errorf("round trip of %q gives %q", tt.in, round)

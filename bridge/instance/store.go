@@ -9,7 +9,7 @@ import (
 type Claim struct {
 	Instance string
 	Slot     string
-	// Value is the usage the claim sets (ILUsage or CLUsage).
+	// Value is the usage the claim sets (InstanceLevelUsage or ConfigurationLevelUsage).
 	Value string
 }
 

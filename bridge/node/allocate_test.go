@@ -47,9 +47,9 @@ func setup(t *testing.T) (*Allocator, *invoke.Plugin, map[string]instance.Instan
 }
 
 func grant(p *invoke.Plugin, in instance.Instance, dev, vdev string) Grant {
-	value := instance.ILUsage("n1")
+	value := instance.InstanceLevelUsage("n1")
 	if vdev != "" {
-		value = instance.CLUsage(vdev, "n1")
+		value = instance.ConfigurationLevelUsage(vdev, "n1")
 	}
 	return Grant{Claim: instance.Claim{Instance: in.Name, Slot: instance.SlotID(in.Name, 0), Value: value}, VDev: vdev, Plugin: p, Resource: "tty", DeviceID: dev}
 }
@@ -140,7 +140,7 @@ func TestAllocateIsAllOrNothing(t *testing.T) {
 			t.Errorf("%s's slot still %q after the failed call", dev, u)
 		}
 	}
-	if u := usage(t, a, ins["tty13"]); u != instance.CLUsage("3", "n1") {
+	if u := usage(t, a, ins["tty13"]); u != instance.ConfigurationLevelUsage("3", "n1") {
 		t.Errorf("the slot held before the call became %q", u)
 	}
 	if got := allocations(t, p); !got[held.Claim.Slot] || got[fresh.Claim.Slot] || len(got) != 1 {

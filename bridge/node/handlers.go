@@ -68,7 +68,7 @@ func (h *instanceLevelHandler) Allocate(ctx context.Context, req *pluginapi.Allo
 	containers := make([][]Grant, len(req.ContainerRequests))
 	for i, c := range req.ContainerRequests {
 		for _, slot := range c.DevicesIds {
-			g, err := h.n.grant(v, instance.Claim{Instance: h.instance, Slot: slot, Value: instance.ILUsage(h.n.cfg.NodeName)}, "")
+			g, err := h.n.grant(v, instance.Claim{Instance: h.instance, Slot: slot, Value: instance.InstanceLevelUsage(h.n.cfg.NodeName)}, "")
 			if err != nil {
 				h.n.reportAllocate(res, LevelInstance, ResultDenied)
 				return nil, err

@@ -42,11 +42,11 @@ func TestRebuildViewsNamesChangedLists(t *testing.T) {
 		{"nothing changed", func() {}, nil},
 		// This node's own claims change no list: the kubelet keeps
 		// track of what it allocated.
-		{"a claim on a by this node", func() { seen[0].Usage[instance.SlotID(seen[0].Name, 0)] = instance.ILUsage("n1") }, nil},
-		{"a claim on c by another node", func() { seen[2].Usage[instance.SlotID(seen[2].Name, 1)] = instance.ILUsage("n2") }, []string{c}},
+		{"a claim on a by this node", func() { seen[0].Usage[instance.SlotID(seen[0].Name, 0)] = instance.InstanceLevelUsage("n1") }, nil},
+		{"a claim on c by another node", func() { seen[2].Usage[instance.SlotID(seen[2].Name, 1)] = instance.InstanceLevelUsage("n2") }, []string{c}},
 		{"b full: its placeholder leaves the pool's list", func() {
-			seen[1].Usage[instance.SlotID(seen[1].Name, 0)] = instance.ILUsage("n2")
-			seen[1].Usage[instance.SlotID(seen[1].Name, 1)] = instance.ILUsage("n2")
+			seen[1].Usage[instance.SlotID(seen[1].Name, 0)] = instance.InstanceLevelUsage("n2")
+			seen[1].Usage[instance.SlotID(seen[1].Name, 1)] = instance.InstanceLevelUsage("n2")
 		}, sorted([]string{b, "cdi.test/cams"})},
 	} {
 		t.Run(step.name, func(t *testing.T) {

@@ -110,7 +110,7 @@ func (a *allocation) container(vdevs []string) ([]instance.Claim, error) {
 	}
 	claims := make([]instance.Claim, len(vdevs))
 	for i, v := range vdevs {
-		claims[i] = instance.Claim{Instance: refs[i].instance, Slot: refs[i].slot, Value: instance.CLUsage(v, a.p.Node)}
+		claims[i] = instance.Claim{Instance: refs[i].instance, Slot: refs[i].slot, Value: instance.ConfigurationLevelUsage(v, a.p.Node)}
 	}
 	return claims, nil
 }

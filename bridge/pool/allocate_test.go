@@ -11,7 +11,7 @@ import (
 func TestAllocate(t *testing.T) {
 	vdev3 := map[string]string{"cam-b-1": "C:3:n1"}
 	claim := func(in, slot, vdev string) instance.Claim {
-		return instance.Claim{Instance: in, Slot: slot, Value: instance.CLUsage(vdev, "n1")}
+		return instance.Claim{Instance: in, Slot: slot, Value: instance.ConfigurationLevelUsage(vdev, "n1")}
 	}
 	tests := []struct {
 		name     string

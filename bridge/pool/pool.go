@@ -97,7 +97,7 @@ func (p *Pool) InstanceLevel(in *instance.Instance) []VDev {
 	out := make([]VDev, 0, in.Capacity)
 	for _, slot := range in.Slots() {
 		v := in.Usage[slot]
-		ok := v == "" || v == instance.ILUsage(p.Node)
+		ok := v == "" || v == instance.InstanceLevelUsage(p.Node)
 		out = append(out, VDev{ID: slot, Slot: slot, Healthy: ok && !p.Unhealthy[in.Name] && in.Sees(p.Node)})
 	}
 	return out

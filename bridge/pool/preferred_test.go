@@ -67,7 +67,7 @@ func numaPool(withNUMA bool) Pool {
 	for i, name := range []string{"d0", "d1", "d2", "d3"} {
 		slot := instance.SlotID(name, 0)
 		p.Instances = append(p.Instances, instance.Instance{Name: name, Capacity: 1, Nodes: []string{"n1"},
-			Usage: map[string]string{slot: instance.CLUsage(string(rune('0'+i)), "n1")}})
+			Usage: map[string]string{slot: instance.ConfigurationLevelUsage(string(rune('0'+i)), "n1")}})
 		if withNUMA {
 			p.NUMA[name] = i % 2
 		}

@@ -26,7 +26,7 @@ func testForgetNode(t *testing.T, env *apitest.Env) {
 	s0, s1, s2 := instance.SlotID(cam.Name, 0), instance.SlotID(cam.Name, 1), instance.SlotID(cam.Name, 2)
 	claims := []instance.Claim{
 		{Instance: cam.Name, Slot: s0, Value: "a"},
-		{Instance: cam.Name, Slot: s1, Value: instance.CLUsage("0", "a")},
+		{Instance: cam.Name, Slot: s1, Value: instance.ConfigurationLevelUsage("0", "a")},
 		{Instance: local.Name, Slot: instance.SlotID(local.Name, 0), Value: "a"},
 	}
 	if err := a.Claim(t.Context(), claims); err != nil {

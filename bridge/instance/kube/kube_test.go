@@ -266,7 +266,7 @@ func testShared(t *testing.T, env *apitest.Env) {
 	if err := claim("a", s0, "a"); err != nil {
 		t.Fatal(err)
 	}
-	if err := claim("b", s1, instance.CLUsage("0", "b")); err != nil {
+	if err := claim("b", s1, instance.ConfigurationLevelUsage("0", "b")); err != nil {
 		t.Fatal(err)
 	}
 	for _, slot := range []string{s0, s1} {
@@ -291,7 +291,7 @@ func testShared(t *testing.T, env *apitest.Env) {
 	if _, ok := usage(t, stores["a"], cam.Name, s0); !ok {
 		t.Fatal("an Instance with live claims was deleted when its nodes stopped seeing it")
 	}
-	release := map[string]instance.Claim{"b": {Instance: cam.Name, Slot: s1, Value: instance.CLUsage("0", "b")},
+	release := map[string]instance.Claim{"b": {Instance: cam.Name, Slot: s1, Value: instance.ConfigurationLevelUsage("0", "b")},
 		"c": {Instance: cam.Name, Slot: s0, Value: "c"}}
 	for node, c := range release {
 		if err := stores[node].Release(t.Context(), []instance.Claim{c}); err != nil {

@@ -98,7 +98,7 @@ func seedInstances(t *testing.T, s *Store) (gpuName, camName string) {
 		}
 	}
 	claims := []instance.Claim{{Instance: gpu.Name, Slot: instance.SlotID(gpu.Name, 1), Value: "n1"},
-		{Instance: cam.Name, Slot: instance.SlotID(cam.Name, 0), Value: instance.CLUsage("0", "n1")},
+		{Instance: cam.Name, Slot: instance.SlotID(cam.Name, 0), Value: instance.ConfigurationLevelUsage("0", "n1")},
 		{Instance: cam.Name, Slot: instance.SlotID(cam.Name, 2), Value: "n2"}}
 	if err := s.Claim(t.Context(), claims); err != nil {
 		t.Fatal(err)

@@ -16,9 +16,9 @@ import (
 
 // Allocate levels, as the node reports them, and the claim alone.
 const (
-	levelIL    = node.LevelInstance
-	levelCL    = node.LevelConfiguration
-	levelClaim = "claim"
+	levelInstance      = node.LevelInstance
+	levelConfiguration = node.LevelConfiguration
+	levelClaim         = "claim"
 )
 
 // How long no list may arrive before a rig's streams count as settled.
@@ -46,7 +46,7 @@ type sample struct {
 // request is what the kubelet asks for at a level: tty41's slot 0 at the
 // Instance level, vdev 0 of the pool at the Configuration level.
 func (r *rig) request(level string) (resource string, ids []string) {
-	if level == levelIL {
+	if level == levelInstance {
 		return r.il, []string{r.slot}
 	}
 	return domain + "/" + ttyPool, []string{"0"}
@@ -107,7 +107,7 @@ func (r *rig) allocate(ctx context.Context, level string) (sample, error) {
 func (r *rig) updates(level, il, slot string, before map[string]int) (time.Time, error) {
 	ilOK := func(devs []*pluginapi.Device) bool { return health(devs, slot) == pluginapi.Unhealthy }
 	poolOK := func(devs []*pluginapi.Device) bool { return len(devs) == ttyDevices }
-	if level == levelIL {
+	if level == levelInstance {
 		ilOK = func(devs []*pluginapi.Device) bool { return health(devs, slot) == pluginapi.Healthy }
 		poolOK = func(devs []*pluginapi.Device) bool { return len(devs) == ttyDevices-1 }
 	}
@@ -165,7 +165,7 @@ func (r *rig) addAlone(ctx context.Context) (time.Duration, error) {
 // the lists it causes are waited for untimed.
 func (r *rig) claimAlone(ctx context.Context) (sample, error) {
 	pool := domain + "/" + ttyPool
-	c := []instance.Claim{{Instance: r.ilInstance, Slot: r.slot, Value: instance.ILUsage(nodeName)}}
+	c := []instance.Claim{{Instance: r.ilInstance, Slot: r.slot, Value: instance.InstanceLevelUsage(nodeName)}}
 	before, w0 := r.k.counts(), r.writeCount()
 	start := time.Now()
 	err := r.store.Claim(ctx, c)

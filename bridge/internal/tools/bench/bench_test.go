@@ -38,7 +38,7 @@ func localRig(tb testing.TB) *rig {
 // undo that every iteration also runs is left out, as in `make bench`.
 func BenchmarkAllocate(b *testing.B) {
 	r := localRig(b)
-	for _, level := range []string{levelIL, levelCL} {
+	for _, level := range []string{levelInstance, levelConfiguration} {
 		b.Run(levelName(level), func(b *testing.B) {
 			benchSamples(b, func(ctx context.Context) (sample, error) { return r.allocate(ctx, level) })
 		})

@@ -72,7 +72,7 @@ func (s *sim) claimOne(ctx context.Context, tr *tracker, i int) (claimSample, er
 		return claimSample{}, err
 	}
 	if i%2 == 1 {
-		c.Value = instance.CLUsage(strconv.Itoa(i), n.name)
+		c.Value = instance.ConfigurationLevelUsage(strconv.Itoa(i), n.name)
 	}
 	ch := tr.add(k, func(_ int, st *kube.Store) bool {
 		in, err := st.Get(c.Instance)
@@ -112,7 +112,7 @@ func (s *sim) pick(n *simNode, from int) (instance.Claim, error) {
 		}
 		for _, slot := range in.Slots() {
 			if in.Usage[slot] == "" {
-				return instance.Claim{Instance: name, Slot: slot, Value: instance.ILUsage(n.name)}, nil
+				return instance.Claim{Instance: name, Slot: slot, Value: instance.InstanceLevelUsage(n.name)}, nil
 			}
 		}
 	}

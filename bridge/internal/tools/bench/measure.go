@@ -17,7 +17,7 @@ const warmUp = 5
 type subject struct {
 	name  string
 	store string // "local" or "kube"; "" for the floor
-	level string // levelIL or levelCL; "" for the floor
+	level string // levelInstance or levelConfiguration; "" for the floor
 	run   func(context.Context) (sample, error)
 }
 

@@ -25,9 +25,9 @@ const (
 
 func levelName(level string) string {
 	switch level {
-	case levelIL:
+	case levelInstance:
 		return "Instance level"
-	case levelCL:
+	case levelConfiguration:
 		return "Configuration level"
 	}
 	return "its claim alone"

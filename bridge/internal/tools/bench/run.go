@@ -204,7 +204,7 @@ func (b *bench) allocations(ctx context.Context, env *apitest.Env) error {
 	}
 	subjects := []subject{{name: "generic-tty ADD exec alone (floor)", run: alone}}
 	for _, r := range rigs {
-		for _, level := range []string{levelIL, levelCL} {
+		for _, level := range []string{levelInstance, levelConfiguration} {
 			subjects = append(subjects, subject{name: r.name + " store, " + levelName(level), store: r.name,
 				level: level, run: func(ctx context.Context) (sample, error) { return r.allocate(ctx, level) }})
 		}
