@@ -16,7 +16,7 @@ import (
 
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
-	"github.com/cdiexec/cdi/bridge/deviceplugin/kubelettest"
+	"github.com/cdiexec/cdi/bridge/internal/testing/kubelettest"
 )
 
 const wait = 10 * time.Second

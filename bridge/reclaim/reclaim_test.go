@@ -12,9 +12,9 @@ import (
 
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
-	"github.com/cdiexec/cdi/bridge/deviceplugin/kubelettest"
 	"github.com/cdiexec/cdi/bridge/instance"
 	"github.com/cdiexec/cdi/bridge/instance/local"
+	"github.com/cdiexec/cdi/bridge/internal/testing/kubelettest"
 	"github.com/cdiexec/cdi/spec"
 )
 

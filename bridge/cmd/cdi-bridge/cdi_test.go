@@ -13,7 +13,7 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 
-	"github.com/cdiexec/cdi/bridge/deviceplugin/kubelettest"
+	"github.com/cdiexec/cdi/bridge/internal/testing/kubelettest"
 	"github.com/cdiexec/cdi/bridge/internal/testing/proctest"
 	"github.com/cdiexec/cdi/plugins/exectest"
 )

@@ -20,7 +20,7 @@ import (
 	"github.com/prometheus/common/model"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
-	"github.com/cdiexec/cdi/bridge/deviceplugin/kubelettest"
+	"github.com/cdiexec/cdi/bridge/internal/testing/kubelettest"
 	"github.com/cdiexec/cdi/plugins/exectest"
 )
 

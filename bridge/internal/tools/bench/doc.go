@@ -42,7 +42,7 @@
 // hold nothing): DEL on the plugin, then the release in the store, as a
 // slot whose container is gone gets. The next call waits until every
 // stream lists everything free again. The kubelet side is this package's
-// own: like bridge/deviceplugin/kubelettest, but it keeps when each list
+// own: like bridge/internal/testing/kubelettest, but it keeps when each list
 // arrived, which propagation and start-up are measured from.
 //
 // The Allocate subjects are measured interleaved, one call of each in

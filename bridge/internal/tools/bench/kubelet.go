@@ -7,7 +7,7 @@ import (
 
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
-	"github.com/cdiexec/cdi/bridge/deviceplugin/kubelettest"
+	"github.com/cdiexec/cdi/bridge/internal/testing/kubelettest"
 )
 
 // kubelet is the kubelet's device-manager side over real unix sockets
