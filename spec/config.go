@@ -45,14 +45,7 @@ func ParseConfig(data []byte) (*Config, error) {
 		return nil, fmt.Errorf("%w: configuration is not valid JSON, or has data after its object", ErrMalformed)
 	}
 	var c Config
-	err = plainjson.Object(root, plainjson.Fields{
-		"cdiVersion": plainjson.String(&c.CDIVersion),
-		"name":       plainjson.String(&c.Name),
-		"type":       plainjson.String(&c.Type),
-		"plugin":     plainjson.String(&c.Plugin),
-		"args":       func(v gjson.Result) error { c.Args = json.RawMessage(v.Raw); return nil },
-	}, false)
-	if err != nil {
+	if err := plainjson.Read(root, &c); err != nil {
 		return nil, fmt.Errorf("%w: configuration field %w", ErrMalformed, err)
 	}
 	c.Bytes = append([]byte(nil), data...)
@@ -60,6 +53,17 @@ func ParseConfig(data []byte) (*Config, error) {
 		return nil, err
 	}
 	return &c, nil
+}
+
+// AppendMembers describes c as a drop-in holds it.
+func (c *Config) AppendMembers(ms []plainjson.Member) []plainjson.Member {
+	return append(ms,
+		plainjson.String("cdiVersion", &c.CDIVersion),
+		plainjson.String("name", &c.Name),
+		plainjson.String("type", &c.Type),
+		plainjson.String("plugin", &c.Plugin),
+		plainjson.Raw("args", (*[]byte)(&c.Args)).OmitEmpty(),
+	)
 }
 
 func (c *Config) check() error {

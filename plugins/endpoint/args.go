@@ -60,6 +60,21 @@ type probeArgs struct {
 	TimeoutMs *int
 }
 
+// AppendMembers describes p as args.probe holds it.
+func (p *probeArgs) AppendMembers(ms []plainjson.Member) []plainjson.Member {
+	return append(ms, plainjson.Bool("tcp", &p.TCP), plainjson.IntPtr("timeoutMs", &p.TimeoutMs))
+}
+
+// AppendMembers describes e as args.endpoints holds it.
+func (e *endpoint) AppendMembers(ms []plainjson.Member) []plainjson.Member {
+	return append(ms,
+		plainjson.String("id", &e.ID),
+		plainjson.String("url", &e.URL),
+		plainjson.StringMap("env", &e.Env),
+		plainjson.StringMap("properties", &e.Properties),
+	)
+}
+
 // endpointArgs are the plugin's own args, checked.
 type endpointArgs struct {
 	endpoints []endpoint
@@ -87,7 +102,7 @@ func parseArgs(cfg *spec.Config) (endpointArgs, error) {
 		a.timeout = time.Duration(*p.TimeoutMs) * time.Millisecond
 	}
 	a.probe = p.TCP
-	if a.endpoints, err = readEndpoints(cfg.Arg("endpoints")); err != nil {
+	if a.endpoints, err = readEndpoints(cfg); err != nil {
 		return a, err
 	}
 	seen := map[string]bool{}
@@ -109,10 +124,7 @@ func parseArgs(cfg *spec.Config) (endpointArgs, error) {
 // read as no probe.
 func readProbe(v gjson.Result) (probeArgs, error) {
 	var p probeArgs
-	err := plainjson.Object(v, plainjson.Fields{
-		"tcp":       plainjson.Bool(&p.TCP),
-		"timeoutMs": plainjson.IntPtr(&p.TimeoutMs),
-	}, true)
+	err := plainjson.ReadStrict(v, &p)
 	if err != nil {
 		return p, spec.NewError(spec.CodeInvalidConfig, "args.probe: %w", err)
 	}
@@ -121,7 +133,8 @@ func readProbe(v gjson.Result) (probeArgs, error) {
 
 // readEndpoints reads the optional args.endpoints, refusing unknown
 // members as readProbe does. Absent and null read as no endpoints.
-func readEndpoints(v gjson.Result) ([]endpoint, error) {
+func readEndpoints(cfg *spec.Config) ([]endpoint, error) {
+	v := cfg.Arg("endpoints")
 	if !v.Exists() || v.Type == gjson.Null {
 		return nil, nil
 	}
@@ -129,21 +142,11 @@ func readEndpoints(v gjson.Result) ([]endpoint, error) {
 		return nil, spec.NewError(spec.CodeInvalidConfig, "args.endpoints must be a list of {id, url, env, properties}, not %s", v.Raw)
 	}
 	var eps []endpoint
-	err := plainjson.Array(v, func(_ int, e gjson.Result) error {
-		var ep endpoint
-		err := plainjson.Object(e, plainjson.Fields{
-			"id":         plainjson.String(&ep.ID),
-			"url":        plainjson.String(&ep.URL),
-			"env":        plainjson.StringMap(&ep.Env),
-			"properties": plainjson.StringMap(&ep.Properties),
-		}, true)
-		eps = append(eps, ep)
-		return err
-	})
+	err := plainjson.Read(gjson.ParseBytes(cfg.Args), plainjson.Table{plainjson.Objects("endpoints", &eps).Strict()})
 	if err != nil {
-		// v is an array, so the error is about an element and starts with
-		// its index: "args.endpoints[1]: env: ...".
-		return nil, spec.NewError(spec.CodeInvalidConfig, "args.endpoints%w", err)
+		// The error starts with the member and the element's index:
+		// "args.endpoints: [1]: env: ...".
+		return nil, spec.NewError(spec.CodeInvalidConfig, "args.%w", err)
 	}
 	return eps, nil
 }

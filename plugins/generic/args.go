@@ -26,6 +26,16 @@ type group struct {
 	resource spec.ResourceSpec
 }
 
+// AppendMembers describes g as args.groups holds it.
+func (g *group) AppendMembers(ms []plainjson.Member) []plainjson.Member {
+	return append(ms,
+		plainjson.String("name", &g.Name),
+		plainjson.Strings("paths", &g.Paths),
+		plainjson.String("perDevice", &g.PerDevice),
+		plainjson.String("permissions", &g.Permissions),
+	)
+}
+
 // parseGroups reads args.groups. Unknown fields are errors, so that a typo
 // such as "perDevices" is reported instead of silently ignored.
 func parseGroups(cfg *spec.Config) ([]group, error) {
@@ -34,21 +44,11 @@ func parseGroups(cfg *spec.Config) ([]group, error) {
 		return nil, spec.NewError(spec.CodeInvalidConfig, "args.groups must be a list of {name, paths, perDevice, permissions}")
 	}
 	var groups []group
-	err := plainjson.Array(v, func(_ int, e gjson.Result) error {
-		var g group
-		err := plainjson.Object(e, plainjson.Fields{
-			"name":        plainjson.String(&g.Name),
-			"paths":       plainjson.Strings(&g.Paths),
-			"perDevice":   plainjson.String(&g.PerDevice),
-			"permissions": plainjson.String(&g.Permissions),
-		}, true)
-		groups = append(groups, g)
-		return err
-	})
+	err := plainjson.Read(gjson.ParseBytes(cfg.Args), plainjson.Table{plainjson.Objects("groups", &groups).Strict()})
 	if err != nil {
-		// v is an array, so the error is about an element and starts with
-		// its index: "args.groups[1]: paths: ...".
-		return nil, spec.NewError(spec.CodeInvalidConfig, "args.groups%w", err)
+		// The error starts with the member and the element's index:
+		// "args.groups: [1]: paths: ...".
+		return nil, spec.NewError(spec.CodeInvalidConfig, "args.%w", err)
 	}
 	if len(groups) == 0 {
 		return nil, spec.NewError(spec.CodeInvalidConfig, "args.groups is empty: the configuration would serve nothing")

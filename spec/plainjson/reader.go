@@ -57,210 +57,120 @@ func checkDepth(data []byte) error {
 	return nil
 }
 
-// Fields maps member names to the readers of their values.
-type Fields map[string]func(gjson.Result) error
-
-// Object reads object v member by member. Unknown members are skipped
-// unless strict, when they are an error, so that a misspelt key in a
-// configuration is reported rather than ignored. null reads as an empty
-// object. Errors name the member they arose in.
-func Object(v gjson.Result, fields Fields, strict bool) error {
+// readNullable reads v into dst with read, leaving dst as it was where v
+// is null.
+func readNullable[T any](dst *T, v gjson.Result, read func(*T, gjson.Result) error) error {
 	if v.Type == gjson.Null {
 		return nil
 	}
-	if !v.IsObject() {
-		return typeError(v, "an object")
+	return read(dst, v)
+}
+
+func readString(dst *string, v gjson.Result) error {
+	if v.Type != gjson.String {
+		return typeError(v, "a string")
 	}
-	var err error
-	v.ForEach(func(k, val gjson.Result) bool {
-		read, ok := fields[k.String()]
-		if !ok {
-			if strict {
-				err = fmt.Errorf("unknown field %q: %w", k.String(), ErrType)
-			}
-			return !strict
-		}
-		if e := read(val); e != nil {
-			err = fmt.Errorf("%s: %w", k.String(), e)
-			return false
-		}
-		return true
-	})
+	*dst = v.String()
+	return nil
+}
+
+func readInt(dst *int, v gjson.Result) error {
+	n, err := toInt(v)
+	if err == nil {
+		*dst = n
+	}
 	return err
 }
 
-// Array reads array v element by element; null reads as no elements.
-func Array(v gjson.Result, read func(int, gjson.Result) error) error {
+func readBool(dst *bool, v gjson.Result) error {
+	if v.Type != gjson.True && v.Type != gjson.False {
+		return typeError(v, "true or false")
+	}
+	*dst = v.Bool()
+	return nil
+}
+
+// readTime reads an RFC 3339 timestamp, as time.Time's MarshalJSON writes
+// it.
+func readTime(dst *time.Time, v gjson.Result) error {
+	if v.Type != gjson.String {
+		return typeError(v, "an RFC 3339 time")
+	}
+	t, err := time.Parse(time.RFC3339, v.String())
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrType, err)
+	}
+	*dst = t
+	return nil
+}
+
+// readIntPtr reads an integer into a new int at *dst; null sets *dst to
+// nil.
+func readIntPtr(dst **int, v gjson.Result) error {
 	if v.Type == gjson.Null {
+		*dst = nil
+		return nil
+	}
+	n, err := toInt(v)
+	if err == nil {
+		*dst = &n
+	}
+	return err
+}
+
+// readList reads array v into dst, each element with read; null sets dst
+// to nil and [] to an empty slice. On error dst is left as it was, and
+// the error names the element.
+func readList[T any](dst *[]T, v gjson.Result, read func(*T, gjson.Result) error) error {
+	if v.Type == gjson.Null {
+		*dst = nil
 		return nil
 	}
 	if !v.IsArray() {
 		return typeError(v, "an array")
 	}
+	out := []T{}
 	var err error
-	i := 0
-	v.ForEach(func(_, val gjson.Result) bool {
-		if e := read(i, val); e != nil {
-			err = fmt.Errorf("[%d]: %w", i, e)
+	v.ForEach(func(_, e gjson.Result) bool {
+		var x T
+		if err = read(&x, e); err != nil {
+			err = fmt.Errorf("[%d]: %w", len(out), err)
 			return false
 		}
-		i++
+		out = append(out, x)
 		return true
 	})
+	if err == nil {
+		*dst = out
+	}
 	return err
 }
 
-// String reads a string into dst; null leaves dst as it is.
-func String(dst *string) func(gjson.Result) error {
-	return func(v gjson.Result) error {
-		switch v.Type {
-		case gjson.Null:
-			return nil
-		case gjson.String:
-			*dst = v.String()
-			return nil
-		}
-		return typeError(v, "a string")
-	}
-}
-
-// Int reads an integer into dst; null leaves dst as it is.
-func Int(dst *int) func(gjson.Result) error {
-	return func(v gjson.Result) error {
-		if v.Type == gjson.Null {
-			return nil
-		}
-		n, err := toInt(v)
-		if err == nil {
-			*dst = n
-		}
-		return err
-	}
-}
-
-// Bool reads true or false into dst; null leaves dst as it is.
-func Bool(dst *bool) func(gjson.Result) error {
-	return func(v gjson.Result) error {
-		switch v.Type {
-		case gjson.Null:
-			return nil
-		case gjson.True, gjson.False:
-			*dst = v.Bool()
-			return nil
-		}
-		return typeError(v, "true or false")
-	}
-}
-
-// List reads an array into dst, each element with read; null sets dst to
-// nil and [] to an empty slice.
-func List[T any](dst *[]T, read func(*T, gjson.Result) error) func(gjson.Result) error {
-	return func(v gjson.Result) error {
-		var out []T
-		if v.Type != gjson.Null {
-			out = []T{}
-		}
-		err := Array(v, func(_ int, e gjson.Result) error {
-			var x T
-			err := read(&x, e)
-			out = append(out, x)
-			return err
-		})
-		if err == nil {
-			*dst = out
-		}
-		return err
-	}
-}
-
-// Strings reads an array of strings into dst; null sets dst to nil. A null
-// element is refused.
-func Strings(dst *[]string) func(gjson.Result) error { return List(dst, stringElem) }
-
-// stringElem reads one element of a list or map of strings; null is not
-// a string.
-func stringElem(s *string, e gjson.Result) error {
-	if e.Type != gjson.String {
-		return typeError(e, "a string")
-	}
-	*s = e.String()
-	return nil
-}
-
-// Ints reads an array of integers into dst; null sets dst to nil. A null
-// element is refused.
-func Ints(dst *[]int) func(gjson.Result) error {
-	return List(dst, func(n *int, e gjson.Result) (err error) {
-		*n, err = toInt(e)
-		return err
-	})
-}
-
-// IntPtr reads an integer into a new int at *dst; null sets *dst to nil,
-// for optional members whose zero is a valid value.
-func IntPtr(dst **int) func(gjson.Result) error {
-	return func(v gjson.Result) error {
-		if v.Type == gjson.Null {
-			*dst = nil
-			return nil
-		}
-		n, err := toInt(v)
-		if err == nil {
-			*dst = &n
-		}
-		return err
-	}
-}
-
-// Map reads an object into dst, each member's value with read; null sets
-// dst to nil and {} to an empty map. A member's error names its key.
-func Map[T any](dst *map[string]T, read func(*T, gjson.Result) error) func(gjson.Result) error {
-	return func(v gjson.Result) error {
-		if v.Type == gjson.Null {
-			*dst = nil
-			return nil
-		}
-		if !v.IsObject() {
-			return typeError(v, "an object")
-		}
-		out := map[string]T{}
-		var err error
-		v.ForEach(func(k, e gjson.Result) bool {
-			var x T
-			if err = read(&x, e); err != nil {
-				err = fmt.Errorf("%s: %w", k.String(), err)
-				return false
-			}
-			out[k.String()] = x
-			return true
-		})
-		if err == nil {
-			*dst = out
-		}
-		return err
-	}
-}
-
-// StringMap reads an object of strings into dst; null sets dst to nil. A
-// null member is refused.
-func StringMap(dst *map[string]string) func(gjson.Result) error { return Map(dst, stringElem) }
-
-// Time reads an RFC 3339 timestamp, as time.Time's MarshalJSON writes it.
-func Time(dst *time.Time) func(gjson.Result) error {
-	return func(v gjson.Result) error {
-		if v.Type == gjson.Null {
-			return nil
-		}
-		if v.Type != gjson.String {
-			return typeError(v, "an RFC 3339 time")
-		}
-		t, err := time.Parse(time.RFC3339, v.String())
-		if err != nil {
-			return fmt.Errorf("%w: %w", ErrType, err)
-		}
-		*dst = t
+// readStringMap reads an object of strings into dst; null sets dst to nil
+// and {} to an empty map. A member's error names its key.
+func readStringMap(dst *map[string]string, v gjson.Result) error {
+	if v.Type == gjson.Null {
+		*dst = nil
 		return nil
 	}
+	if !v.IsObject() {
+		return typeError(v, "an object")
+	}
+	out := map[string]string{}
+	var err error
+	v.ForEach(func(k, e gjson.Result) bool {
+		var s string
+		if err = readString(&s, e); err != nil {
+			err = fmt.Errorf("%s: %w", k.String(), err)
+			return false
+		}
+		out[k.String()] = s
+		return true
+	})
+	if err == nil {
+		*dst = out
+	}
+	return err
 }
 
 // toInt returns v as an int if it is written as one that fits: as with
