@@ -144,8 +144,8 @@ func readEndpoints(cfg *spec.Config) ([]endpoint, error) {
 	var eps []endpoint
 	err := plainjson.Read(gjson.ParseBytes(cfg.Args), plainjson.Table{plainjson.Objects("endpoints", &eps).Strict()})
 	if err != nil {
-		// The error starts with the member and the element's index:
-		// "args.endpoints: [1]: env: ...".
+		// The error names the member, element and field:
+		// "args.endpoints[1].env: ...".
 		return nil, spec.NewError(spec.CodeInvalidConfig, "args.%w", err)
 	}
 	return eps, nil

@@ -46,8 +46,8 @@ func parseGroups(cfg *spec.Config) ([]group, error) {
 	var groups []group
 	err := plainjson.Read(gjson.ParseBytes(cfg.Args), plainjson.Table{plainjson.Objects("groups", &groups).Strict()})
 	if err != nil {
-		// The error starts with the member and the element's index:
-		// "args.groups: [1]: paths: ...".
+		// The error names the member, element and field:
+		// "args.groups[1].paths: ...".
 		return nil, spec.NewError(spec.CodeInvalidConfig, "args.%w", err)
 	}
 	if len(groups) == 0 {

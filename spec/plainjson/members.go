@@ -188,7 +188,7 @@ func (r *reader) object(v gjson.Result, d Described, strict bool) error {
 		case i >= 0:
 			m := r.tables[start+i]
 			if e := m.value.read(r, val, strict || m.strict); e != nil {
-				err = fmt.Errorf("%s: %w", name, e)
+				err = At(name, e)
 			}
 		case strict:
 			err = fmt.Errorf("unknown field %q: %w", name, ErrType)

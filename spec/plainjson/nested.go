@@ -80,7 +80,7 @@ func (o objectMap[T, PT]) read(r *reader, v gjson.Result, strict bool) error {
 		if e.Type != gjson.Null {
 			x = new(T)
 			if err = r.object(e, PT(x), strict); err != nil {
-				err = fmt.Errorf("%s: %w", k.String(), err)
+				err = At(k.String(), err)
 			}
 		}
 		out[k.String()] = x

@@ -134,7 +134,7 @@ func readList[T any](dst *[]T, v gjson.Result, read func(*T, gjson.Result) error
 	v.ForEach(func(_, e gjson.Result) bool {
 		var x T
 		if err = read(&x, e); err != nil {
-			err = fmt.Errorf("[%d]: %w", len(out), err)
+			err = AtIndex(len(out), err)
 			return false
 		}
 		out = append(out, x)
@@ -161,7 +161,7 @@ func readStringMap(dst *map[string]string, v gjson.Result) error {
 	v.ForEach(func(k, e gjson.Result) bool {
 		var s string
 		if err = readString(&s, e); err != nil {
-			err = fmt.Errorf("%s: %w", k.String(), err)
+			err = At(k.String(), err)
 			return false
 		}
 		out[k.String()] = s

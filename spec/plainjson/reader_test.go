@@ -110,7 +110,7 @@ func TestErrorsNameTheMember(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = ReadStrict(v, &list{})
-	if want := `items: [1]: n: wrong JSON type: want an integer, got "x"`; err == nil || err.Error() != want {
+	if want := `items[1].n: wrong JSON type: want an integer, got "x"`; err == nil || err.Error() != want {
 		t.Fatalf("error %v, want %s", err, want)
 	}
 }
@@ -130,11 +130,11 @@ func TestIntPtrObjectsAndMaps(t *testing.T) {
 		{name: "values", in: `{"opt":5,"items":[{"n":1},{"n":2}],"byName":{"a":{"n":3},"b":null}}`,
 			wantOpt: func() *int { n := 5; return &n }(), wantItems: []item{{1}, {2}}, wantMap: map[string]*item{"a": {3}, "b": nil}},
 		{name: "null element reads as an empty object", in: `{"items":[null]}`, wantItems: []item{{}}},
-		{name: "bad map member", in: `{"byName":{"a":{"n":1},"b":{"m":2}}}`, wantErr: "byName: b: "},
+		{name: "bad map member", in: `{"byName":{"a":{"n":1},"b":{"m":2}}}`, wantErr: "byName.b: "},
 		{name: "list for map", in: `{"byName":[]}`, wantErr: "byName: "},
 		{name: "key twice", in: `{"byName":{"a":{"n":1},"a":{"n":2}}}`, wantErr: `byName: "a" appears twice`},
 		{name: "fraction", in: `{"opt":0.5}`, wantErr: "opt: "},
-		{name: "bad element", in: `{"items":[{"n":1},{"m":2}]}`, wantErr: "items: [1]: "},
+		{name: "bad element", in: `{"items":[{"n":1},{"m":2}]}`, wantErr: "items[1]: "},
 		{name: "object for list", in: `{"items":{}}`, wantErr: "items: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -212,5 +212,22 @@ func TestRaw(t *testing.T) {
 				t.Errorf("wrote %s, want %s", w.Bytes(), tc.wantOut)
 			}
 		})
+	}
+}
+
+func TestPathError(t *testing.T) {
+	cause := errors.New("bad")
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{At("a", cause), "a: bad"},
+		{At("a", At("b", cause)), "a.b: bad"},
+		{At("a", AtIndex(1, At("b", cause))), "a[1].b: bad"},
+		{AtIndex(0, AtIndex(2, cause)), "[0][2]: bad"},
+	} {
+		if tc.err.Error() != tc.want || !errors.Is(tc.err, cause) {
+			t.Errorf("%q (wrapping the cause: %v), want %q", tc.err, errors.Is(tc.err, cause), tc.want)
+		}
 	}
 }
