@@ -11,29 +11,31 @@ import (
 // else, so that a Member holds it without allocating.
 type value interface {
 	write(w *Writer)
-	read(r *reader, v gjson.Result, strict bool) error
+	read(r *reader, v gjson.Result, o readOptions) error
 	empty() bool
 }
 
 type stringValue struct{ p *string }
 
 func (k stringValue) write(w *Writer) { w.String(*k.p) }
-func (k stringValue) read(_ *reader, v gjson.Result, _ bool) error {
-	return readNullable(k.p, v, readString)
+func (k stringValue) read(_ *reader, v gjson.Result, o readOptions) error {
+	return readNullable(k.p, v, o, readString)
 }
 func (k stringValue) empty() bool { return *k.p == "" }
 
 type intValue struct{ p *int }
 
-func (k intValue) write(w *Writer)                              { w.Int(*k.p) }
-func (k intValue) read(_ *reader, v gjson.Result, _ bool) error { return readNullable(k.p, v, readInt) }
-func (k intValue) empty() bool                                  { return *k.p == 0 }
+func (k intValue) write(w *Writer) { w.Int(*k.p) }
+func (k intValue) read(_ *reader, v gjson.Result, o readOptions) error {
+	return readNullable(k.p, v, o, readInt)
+}
+func (k intValue) empty() bool { return *k.p == 0 }
 
 type boolValue struct{ p *bool }
 
 func (k boolValue) write(w *Writer) { w.Bool(*k.p) }
-func (k boolValue) read(_ *reader, v gjson.Result, _ bool) error {
-	return readNullable(k.p, v, readBool)
+func (k boolValue) read(_ *reader, v gjson.Result, o readOptions) error {
+	return readNullable(k.p, v, o, readBool)
 }
 func (k boolValue) empty() bool { return !*k.p }
 
@@ -46,36 +48,40 @@ func (k intPtrValue) write(w *Writer) {
 	}
 	w.Int(**k.p)
 }
-func (k intPtrValue) read(_ *reader, v gjson.Result, _ bool) error { return readIntPtr(k.p, v) }
-func (k intPtrValue) empty() bool                                  { return *k.p == nil }
+func (k intPtrValue) read(_ *reader, v gjson.Result, o readOptions) error { return readIntPtr(k.p, v) }
+func (k intPtrValue) empty() bool                                         { return *k.p == nil }
 
 type stringsValue struct{ p *[]string }
 
 func (k stringsValue) write(w *Writer) { w.Strings(*k.p) }
-func (k stringsValue) read(_ *reader, v gjson.Result, _ bool) error {
+func (k stringsValue) read(_ *reader, v gjson.Result, o readOptions) error {
 	return readList(k.p, v, readString)
 }
 func (k stringsValue) empty() bool { return len(*k.p) == 0 }
 
 type intsValue struct{ p *[]int }
 
-func (k intsValue) write(w *Writer)                              { w.Ints(*k.p) }
-func (k intsValue) read(_ *reader, v gjson.Result, _ bool) error { return readList(k.p, v, readInt) }
-func (k intsValue) empty() bool                                  { return len(*k.p) == 0 }
+func (k intsValue) write(w *Writer) { w.Ints(*k.p) }
+func (k intsValue) read(_ *reader, v gjson.Result, o readOptions) error {
+	return readList(k.p, v, readInt)
+}
+func (k intsValue) empty() bool { return len(*k.p) == 0 }
 
 type stringMapValue struct{ p *map[string]string }
 
-func (k stringMapValue) write(w *Writer)                              { w.StringMap(*k.p) }
-func (k stringMapValue) read(_ *reader, v gjson.Result, _ bool) error { return readStringMap(k.p, v) }
-func (k stringMapValue) empty() bool                                  { return len(*k.p) == 0 }
+func (k stringMapValue) write(w *Writer) { w.StringMap(*k.p) }
+func (k stringMapValue) read(_ *reader, v gjson.Result, o readOptions) error {
+	return readStringMap(k.p, v)
+}
+func (k stringMapValue) empty() bool { return len(*k.p) == 0 }
 
 // timeValue is written as time.Time's MarshalJSON writes it; it is a
 // struct to encoding/json, so never empty.
 type timeValue struct{ p *time.Time }
 
 func (k timeValue) write(w *Writer) { w.String(k.p.Format(time.RFC3339Nano)) }
-func (k timeValue) read(_ *reader, v gjson.Result, _ bool) error {
-	return readNullable(k.p, v, readTime)
+func (k timeValue) read(_ *reader, v gjson.Result, o readOptions) error {
+	return readNullable(k.p, v, o, readTime)
 }
 func (k timeValue) empty() bool { return false }
 
@@ -91,5 +97,8 @@ func (k rawValue) write(w *Writer) {
 	w.value()
 	w.buf = append(w.buf, *k.p...)
 }
-func (k rawValue) read(_ *reader, v gjson.Result, _ bool) error { *k.p = []byte(v.Raw); return nil }
-func (k rawValue) empty() bool                                  { return len(*k.p) == 0 }
+func (k rawValue) read(_ *reader, v gjson.Result, o readOptions) error {
+	*k.p = []byte(v.Raw)
+	return nil
+}
+func (k rawValue) empty() bool { return len(*k.p) == 0 }

@@ -35,10 +35,14 @@ type Member struct {
 	name      string
 	omitEmpty bool
 	strict    bool
+	notNull   bool
 	// value is where the member's value lives, as one of the kinds in
 	// kinds.go, which know how to write, read and judge it empty.
 	value value
 }
+
+// Name returns m's name.
+func (m Member) Name() string { return m.name }
 
 // OmitEmpty returns m left out by Writer.Object when its value is empty
 // ("", 0, false, nil, or no elements), as a json tag's omitempty.
@@ -52,6 +56,14 @@ func (m Member) OmitEmpty() Member {
 // so lenient, but whose own objects should refuse misspelt keys.
 func (m Member) Strict() Member {
 	m.strict = true
+	return m
+}
+
+// NotNull returns m refusing null, as a value of the wrong kind, where a
+// string, integer, boolean or time would otherwise read null as absent:
+// for a setting that, once given, must say something.
+func (m Member) NotNull() Member {
+	m.notNull = true
 	return m
 }
 
@@ -156,6 +168,11 @@ func ReadStrict(v gjson.Result, d Described) error {
 	return r.object(v, d, true)
 }
 
+// readOptions say how a member's value is read: strict, refusing
+// members no table names, in it and in everything inside it; notNull,
+// refusing null for the member itself.
+type readOptions struct{ strict, notNull bool }
+
 // newTables returns a stack for the tables of one document, large
 // enough for the project's deepest (a state's allocation: 20 members in
 // four tables), so that it is allocated once: every allocation of a new
@@ -187,7 +204,7 @@ func (r *reader) object(v gjson.Result, d Described, strict bool) error {
 		switch {
 		case i >= 0:
 			m := r.tables[start+i]
-			if e := m.value.read(r, val, strict || m.strict); e != nil {
+			if e := m.value.read(r, val, readOptions{strict: strict || m.strict, notNull: m.notNull}); e != nil {
 				err = At(name, e)
 			}
 		case strict:

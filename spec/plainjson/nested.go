@@ -16,44 +16,44 @@ type objects[T any, PT describedPtr[T]] struct{ dst *[]T }
 
 type objectMap[T any, PT describedPtr[T]] struct{ dst *map[string]*T }
 
-func (o object[T, PT]) write(w *Writer) { w.Object(PT(o.dst)) }
+func (k object[T, PT]) write(w *Writer) { w.Object(PT(k.dst)) }
 
 // empty is false: encoding/json never leaves a struct out.
-func (o object[T, PT]) empty() bool { return false }
+func (k object[T, PT]) empty() bool { return false }
 
-func (o object[T, PT]) read(r *reader, v gjson.Result, strict bool) error {
-	return r.object(v, PT(o.dst), strict)
+func (k object[T, PT]) read(r *reader, v gjson.Result, o readOptions) error {
+	return r.object(v, PT(k.dst), o.strict)
 }
 
-func (o objects[T, PT]) write(w *Writer) {
-	if *o.dst == nil {
+func (k objects[T, PT]) write(w *Writer) {
+	if *k.dst == nil {
 		w.Null()
 		return
 	}
 	w.BeginArray()
-	for i := range *o.dst {
-		w.Object(PT(&(*o.dst)[i]))
+	for i := range *k.dst {
+		w.Object(PT(&(*k.dst)[i]))
 	}
 	w.EndArray()
 }
 
-func (o objects[T, PT]) read(r *reader, v gjson.Result, strict bool) error {
-	return readList(o.dst, v, func(x *T, e gjson.Result) error {
-		return r.object(e, PT(x), strict)
+func (k objects[T, PT]) read(r *reader, v gjson.Result, o readOptions) error {
+	return readList(k.dst, v, func(x *T, e gjson.Result) error {
+		return r.object(e, PT(x), o.strict)
 	})
 }
 
-func (o objects[T, PT]) empty() bool { return len(*o.dst) == 0 }
+func (k objects[T, PT]) empty() bool { return len(*k.dst) == 0 }
 
-func (o objectMap[T, PT]) write(w *Writer) {
-	if *o.dst == nil {
+func (k objectMap[T, PT]) write(w *Writer) {
+	if *k.dst == nil {
 		w.Null()
 		return
 	}
 	w.BeginObject()
-	for _, k := range SortedKeys(*o.dst) {
-		w.Key(k)
-		if x := (*o.dst)[k]; x == nil {
+	for _, key := range SortedKeys(*k.dst) {
+		w.Key(key)
+		if x := (*k.dst)[key]; x == nil {
 			w.Null()
 		} else {
 			w.Object(PT(x))
@@ -62,9 +62,9 @@ func (o objectMap[T, PT]) write(w *Writer) {
 	w.EndObject()
 }
 
-func (o objectMap[T, PT]) read(r *reader, v gjson.Result, strict bool) error {
+func (k objectMap[T, PT]) read(r *reader, v gjson.Result, o readOptions) error {
 	if v.Type == gjson.Null {
-		*o.dst = nil
+		*k.dst = nil
 		return nil
 	}
 	if !v.IsObject() {
@@ -75,24 +75,24 @@ func (o objectMap[T, PT]) read(r *reader, v gjson.Result, strict bool) error {
 	}
 	out := make(map[string]*T)
 	var err error
-	v.ForEach(func(k, e gjson.Result) bool {
+	v.ForEach(func(key, e gjson.Result) bool {
 		var x *T
 		if e.Type != gjson.Null {
 			x = new(T)
-			if err = r.object(e, PT(x), strict); err != nil {
-				err = At(k.String(), err)
+			if err = r.object(e, PT(x), o.strict); err != nil {
+				err = At(key.String(), err)
 			}
 		}
-		out[k.String()] = x
+		out[key.String()] = x
 		return err == nil
 	})
 	if err == nil {
-		*o.dst = out
+		*k.dst = out
 	}
 	return err
 }
 
-func (o objectMap[T, PT]) empty() bool { return len(*o.dst) == 0 }
+func (k objectMap[T, PT]) empty() bool { return len(*k.dst) == 0 }
 
 // repeatedKey returns the first key of object v that appears twice, or "".
 func repeatedKey(v gjson.Result) string {

@@ -58,9 +58,9 @@ func checkDepth(data []byte) error {
 }
 
 // readNullable reads v into dst with read, leaving dst as it was where v
-// is null.
-func readNullable[T any](dst *T, v gjson.Result, read func(*T, gjson.Result) error) error {
-	if v.Type == gjson.Null {
+// is null unless o refuses null.
+func readNullable[T any](dst *T, v gjson.Result, o readOptions, read func(*T, gjson.Result) error) error {
+	if v.Type == gjson.Null && !o.notNull {
 		return nil
 	}
 	return read(dst, v)

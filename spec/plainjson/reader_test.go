@@ -231,3 +231,44 @@ func TestPathError(t *testing.T) {
 		}
 	}
 }
+
+// given holds members that, once present, must say something.
+type given struct {
+	S string
+	N int
+}
+
+func (g *given) AppendMembers(ms []Member) []Member {
+	return append(ms, String("s", &g.S).NotNull(), Int("n", &g.N).NotNull())
+}
+
+func TestNotNull(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    given
+		wantErr string
+	}{
+		{in: `{}`},
+		{in: `{"s":"x","n":2}`, want: given{"x", 2}},
+		{in: `{"s":null}`, wantErr: "s: wrong JSON type: want a string, got null"},
+		{in: `{"n":null}`, wantErr: "n: wrong JSON type: want an integer, got null"},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			v, err := Parse([]byte(tc.in))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got given
+			err = Read(v, &got)
+			if tc.wantErr != "" {
+				if err == nil || err.Error() != tc.wantErr || !errors.Is(err, ErrType) {
+					t.Fatalf("error %v, want %s", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("got %+v, %v; want %+v", got, err, tc.want)
+			}
+		})
+	}
+}
