@@ -65,7 +65,8 @@ type engine struct {
 	deps   Deps
 }
 
-// commonArgs are the config args every plugin of this project honours.
+// commonArgs are the config args every plugin of this project honours
+// (SPEC.md, "Common arguments").
 type commonArgs struct {
 	root     string
 	stateDir string
@@ -75,31 +76,20 @@ type commonArgs struct {
 
 func parseCommonArgs(cfg *spec.Config) (commonArgs, error) {
 	c := commonArgs{root: DefaultRoot, stateDir: DefaultStateDir, capacity: 1, cdiKind: "cdi.local/" + cfg.Type}
-	for _, p := range []struct {
-		name string
-		dst  *string
-	}{{"root", &c.root}, {"stateDir", &c.stateDir}, {"cdiKind", &c.cdiKind}} {
-		if v := cfg.Arg(p.name); v.Exists() {
-			if v.Type.String() != "String" || v.String() == "" {
-				return c, spec.NewError(spec.CodeInvalidConfig, "args.%s must be a non-empty string", p.name)
-			}
-			*p.dst = v.String()
-		}
+	err := ReadArgs(cfg,
+		String("root", &c.root, absolutePath),
+		String("stateDir", &c.stateDir, absolutePath),
+		Int("capacity", &c.capacity, Between(1, maxCapacity)),
+		String("cdiKind", &c.cdiKind, checkCDIKind),
+	)
+	return c, err
+}
+
+func absolutePath(p string) error {
+	if !filepath.IsAbs(p) {
+		return fmt.Errorf("%q is not an absolute path", p)
 	}
-	if !filepath.IsAbs(c.root) || !filepath.IsAbs(c.stateDir) {
-		return c, spec.NewError(spec.CodeInvalidConfig, "args.root (%q) and args.stateDir (%q) must be absolute paths", c.root, c.stateDir)
-	}
-	if err := checkCDIKind(c.cdiKind); err != nil {
-		return c, err
-	}
-	if v := cfg.Arg("capacity"); v.Exists() {
-		n := v.Int()
-		if v.Type.String() != "Number" || float64(n) != v.Float() || n < 1 || n > maxCapacity {
-			return c, spec.NewError(spec.CodeInvalidConfig, "args.capacity must be an integer from 1 to %d, not %s", maxCapacity, v.Raw)
-		}
-		c.capacity = int(n)
-	}
-	return c, nil
+	return nil
 }
 
 // checkCDIKind checks "vendor/class" as CDI defines it: the vendor a
@@ -109,7 +99,7 @@ func checkCDIKind(kind string) error {
 	okVendor := ok && vendor != "" && isAlnum(vendor[0]) && strings.IndexFunc(vendor, func(r rune) bool { return !isAlnum(byte(r)) && r != '.' && r != '-' }) < 0
 	okClass := class != "" && isAlnum(class[0]) && strings.IndexFunc(class, func(r rune) bool { return !isAlnum(byte(r)) && r != '_' && r != '-' }) < 0
 	if !okVendor || !okClass {
-		return spec.NewError(spec.CodeInvalidConfig, "args.cdiKind %q must be <vendor>/<class>, e.g. example.com/gpu", kind)
+		return fmt.Errorf("%q must be <vendor>/<class>, e.g. example.com/gpu", kind)
 	}
 	return nil
 }

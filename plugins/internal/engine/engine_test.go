@@ -282,6 +282,10 @@ func TestParseCommonArgs(t *testing.T) {
 		{`,"cdiKind":"gpu"`, false},
 		{`,"cdiKind":"example.com/"`, false},
 		{`,"cdiKind":"-x.com/gpu"`, false},
+		{`,"root":null`, false},
+		{`,"capacity":null`, false},
+		{`,"cdiKind":null`, false},
+		{`,"stateDir":""`, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.args, func(t *testing.T) {

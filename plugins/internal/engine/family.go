@@ -15,8 +15,9 @@ type Family struct {
 	// Types lists the resource-types the plugin serves; empty means any.
 	Types []string
 	// Discover lists the resource-specs the configuration serves and the
-	// devices behind them. Errors about the configuration's args should be
-	// spec errors with CodeInvalidConfig; other errors become CodeInternal.
+	// devices behind them. It reads the family's own args with ReadArgs,
+	// whose spec errors (code 8) it returns as they are; other errors
+	// become CodeInternal.
 	Discover func(h *Host) (*Inventory, error)
 }
 
