@@ -115,38 +115,56 @@ type call struct {
 	inv   *Inventory
 	state *store.State
 	now   time.Time
+	// host is what discovery looked at; nodesOK holds the node checks ADD
+	// has made (usable).
+	host    *Host
+	nodesOK map[string]bool
 }
+
+// discovery says how much of the device tree a command looks at.
+type discovery int
+
+const (
+	// stateOnly: none (DEL, LIST, GC).
+	stateOnly discovery = iota
+	// forAllocation: every device, whose nodes' files are checked only
+	// when ADD considers it (usable), since a call that hands out one
+	// device of dozens need not stat the nodes of the rest.
+	forAllocation
+	// wholeInventory: every device with every node checked (INFO).
+	wholeInventory
+)
 
 // run discovers devices and runs fn on the locked state; the lock is held
 // from before discovery until the new state is saved.
 func (e *engine) run(a *skel.Args, fn func(c *call) error) error {
-	return e.withState(a, true, store.Store.Update, fn)
+	return e.withState(a, forAllocation, store.Store.Update, fn)
 }
 
 // view discovers devices and runs fn on the state as a save left it, with
 // no lock and no save (store.Store.View): INFO reads, and must work, and
 // create nothing, for a user who cannot write the state directory.
 func (e *engine) view(a *skel.Args, fn func(c *call) error) error {
-	return e.withState(a, true, store.Store.View, fn)
+	return e.withState(a, wholeInventory, store.Store.View, fn)
 }
 
 // runState runs fn on the locked state without discovering devices: DEL
 // and GC need only the state, and a release must not fail because a
 // device vanished or the device tree cannot be read.
 func (e *engine) runState(a *skel.Args, fn func(c *call) error) error {
-	return e.withState(a, false, store.Store.Update, fn)
+	return e.withState(a, stateOnly, store.Store.Update, fn)
 }
 
 // viewState is view without discovery, for LIST.
 func (e *engine) viewState(a *skel.Args, fn func(c *call) error) error {
-	return e.withState(a, false, store.Store.View, fn)
+	return e.withState(a, stateOnly, store.Store.View, fn)
 }
 
 // withState runs fn on the state through access (store.Store.Update: under
-// the state lock; or View), after discovery when discover is set. Errors
+// the state lock; or View), after discovery unless d is stateOnly. Errors
 // that are not protocol errors come from the store and are reported as
 // code 13.
-func (e *engine) withState(a *skel.Args, discover bool, access func(store.Store, context.Context, func(*store.State) error) error, fn func(c *call) error) error {
+func (e *engine) withState(a *skel.Args, d discovery, access func(store.Store, context.Context, func(*store.State) error) error, fn func(c *call) error) error {
 	opts, err := parseCommonArgs(a.Config)
 	if err != nil {
 		return err
@@ -155,13 +173,13 @@ func (e *engine) withState(a *skel.Args, discover bool, access func(store.Store,
 	st := e.deps.OpenStore(path, e.deps.BootID())
 	err = access(st, context.Background(), func(s *store.State) error {
 		logDropped(a, s)
-		c := &call{args: a, opts: opts, inv: &Inventory{}, state: s, now: e.deps.Now()}
-		if discover {
-			inv, err := e.discover(a, opts)
+		c := &call{args: a, opts: opts, inv: &Inventory{}, state: s, now: e.deps.Now(), nodesOK: map[string]bool{}}
+		if d != stateOnly {
+			h, inv, err := e.discover(a, opts, d)
 			if err != nil {
 				return err
 			}
-			c.inv = inv
+			c.host, c.inv = h, inv
 		}
 		return fn(c)
 	})
@@ -178,19 +196,23 @@ func logDropped(a *skel.Args, s *store.State) {
 	}
 }
 
-func (e *engine) discover(a *skel.Args, opts commonArgs) (*Inventory, error) {
+func (e *engine) discover(a *skel.Args, opts commonArgs, d discovery) (*Host, *Inventory, error) {
 	h := &Host{Config: a.Config, Root: opts.root, FS: sysfs.HostFS(opts.root), Stderr: a.Stderr}
 	inv, err := e.family.Discover(h)
 	if err != nil {
 		var specErr *spec.Error
 		if errors.As(err, &specErr) {
-			return nil, err
+			return nil, nil, err
 		}
-		return nil, spec.NewError(spec.CodeInternal, "discovering devices under %s: %w", opts.root, err)
+		return nil, nil, spec.NewError(spec.CodeInternal, "discovering devices under %s: %w", opts.root, err)
 	}
-	inv.Devices = keepDeviceNodes(h, inv.Devices)
+	check := checkNodes
+	if d == forAllocation {
+		check = checkNodePaths
+	}
+	inv.Devices = keepDevices(h, inv.Devices, check)
 	if err := checkInventory(a.Config, inv, opts.capacity); err != nil {
-		return nil, spec.WrapError(spec.CodeInternal, err)
+		return nil, nil, spec.WrapError(spec.CodeInternal, err)
 	}
-	return inv, nil
+	return h, inv, nil
 }

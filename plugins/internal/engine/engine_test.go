@@ -1,8 +1,12 @@
 package engine
 
 import (
+	"bytes"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -296,6 +300,56 @@ func TestParseCommonArgs(t *testing.T) {
 			_, err = parseCommonArgs(cfg)
 			if (err == nil) != tt.ok || (err != nil && spec.CodeOf(err) != spec.CodeInvalidConfig) {
 				t.Errorf("parseCommonArgs: %v, want ok %v (or code 8)", err, tt.ok)
+			}
+		})
+	}
+}
+
+// ADD hands out no device whose node is not a device node and says which
+// it skipped, but stats only the nodes of the devices it considers: here
+// gpu3's node is as bad as gpu0's, and only the ADD that needs gpu3
+// finds out.
+func TestAddChecksTheNodesItConsiders(t *testing.T) {
+	root := t.TempDir()
+	if err := os.Mkdir(filepath.Join(root, "dev"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Under a root other than "/", an empty file stands for a device node;
+	// one with content is a regular file.
+	for node, content := range map[string]string{"gpu0": "x", "gpu1": "", "gpu2": "", "gpu3": "x"} {
+		if err := os.WriteFile(filepath.Join(root, "dev", node), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name    string
+		q       req
+		want    []string
+		code    spec.Code
+		skipped []string
+	}{
+		{"the first that passes", req{id: "a", request: "gpu:1"}, []string{"gpu1"}, 0, []string{"gpu0"}},
+		{"more than pass", req{id: "a", request: "gpu:3"}, nil, spec.CodeInsufficientResources, []string{"gpu0", "gpu3"}},
+		{"pinned to one that fails", req{id: "a", request: "gpu:1", devices: []string{"gpu0"}}, nil, spec.CodeUnknownDevice, []string{"gpu0"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t, `,"root":"`+root+`"`)
+			var stderr bytes.Buffer
+			a := r.args(tt.q)
+			a.Stderr = &stderr
+			res, err := r.plugin.Add(a)
+			if spec.CodeOf(err) != tt.code || (err == nil && !slices.Equal(devices(res), tt.want)) {
+				t.Fatalf("ADD gave %+v, %v; want devices %v or code %d", res, err, tt.want, tt.code)
+			}
+			var skipped []string
+			for _, id := range []string{"gpu0", "gpu1", "gpu2", "gpu3"} {
+				if strings.Contains(stderr.String(), `device "`+id+`" skipped`) {
+					skipped = append(skipped, id)
+				}
+			}
+			if !slices.Equal(skipped, tt.skipped) {
+				t.Errorf("skipped %v, want %v; stderr:\n%s", skipped, tt.skipped, stderr.String())
 			}
 		})
 	}
