@@ -197,7 +197,7 @@ func logDropped(a *skel.Args, s *store.State) {
 }
 
 func (e *engine) discover(a *skel.Args, opts commonArgs, d discovery) (*Host, *Inventory, error) {
-	h := &Host{Config: a.Config, Root: opts.root, FS: sysfs.HostFS(opts.root), Stderr: a.Stderr}
+	h := &Host{Config: a.Config, Root: opts.root, FS: sysfs.HostFS(opts.root), Stderr: a.Stderr, SkipProperties: d == forAllocation}
 	inv, err := e.family.Discover(h)
 	if err != nil {
 		var specErr *spec.Error

@@ -33,6 +33,10 @@ type Host struct {
 	FS fs.FS
 	// Stderr is for diagnostics; stdout belongs to the protocol.
 	Stderr io.Writer
+	// SkipProperties is set where nothing will show Device.Properties
+	// (ADD): a family may then leave them out, and the reads only they
+	// need with them.
+	SkipProperties bool
 }
 
 // Inventory is the result of discovery.
