@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/cdiexec/cdi/spec/plainjson"
-	"github.com/tidwall/gjson"
 )
 
 // InventoryKey is the INFO result member that carries the 0.1.0 inventory.
@@ -152,8 +151,8 @@ func (r *InfoResult) UnmarshalJSON(data []byte) error {
 	out := InfoResult{Counts: map[string]int{}}
 	table := plainjson.Table{plainjson.String("cdiVersion", &out.CDIVersion), plainjson.Objects(InventoryKey, &out.Devices)}
 	counts := map[string]*int{}
-	v.ForEach(func(k, _ gjson.Result) bool {
-		if name := k.String(); name != "cdiVersion" && name != InventoryKey && counts[name] == nil {
+	v.Members(func(name string, _ plainjson.Value) bool {
+		if name != "cdiVersion" && name != InventoryKey && counts[name] == nil {
 			counts[name] = new(int)
 			table = append(table, plainjson.Int(name, counts[name]))
 		}

@@ -7,7 +7,11 @@
 // table of members (Described: each member's name, kind, omitempty and
 // where its value lives), and both directions follow that table:
 // Writer.Object writes it, indented exactly as json.MarshalIndent would,
-// and Read reads it over gjson, which parses without reflection.
+// and Read reads it from a Value, which Parse checks once and which is
+// then walked without allocating a tree. The package needs nothing
+// outside the standard library but fmt, strconv, time and unicode: no
+// encoding/json, whose package init and size every plugin process would
+// pay for.
 //
 // The wire types keep their json tags, so that callers that are not
 // start-up bound (the bridge, tests) may keep using encoding/json; the

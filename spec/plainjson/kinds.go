@@ -2,8 +2,6 @@ package plainjson
 
 import (
 	"time"
-
-	"github.com/tidwall/gjson"
 )
 
 // value is a member's value of one kind: how it is written, read, and
@@ -11,14 +9,14 @@ import (
 // else, so that a Member holds it without allocating.
 type value interface {
 	write(w *Writer)
-	read(r *reader, v gjson.Result, o readOptions) error
+	read(r *reader, v Value, o readOptions) error
 	empty() bool
 }
 
 type stringValue struct{ p *string }
 
 func (k stringValue) write(w *Writer) { w.String(*k.p) }
-func (k stringValue) read(_ *reader, v gjson.Result, o readOptions) error {
+func (k stringValue) read(_ *reader, v Value, o readOptions) error {
 	return readNullable(k.p, v, o, readString)
 }
 func (k stringValue) empty() bool { return *k.p == "" }
@@ -26,7 +24,7 @@ func (k stringValue) empty() bool { return *k.p == "" }
 type intValue struct{ p *int }
 
 func (k intValue) write(w *Writer) { w.Int(*k.p) }
-func (k intValue) read(_ *reader, v gjson.Result, o readOptions) error {
+func (k intValue) read(_ *reader, v Value, o readOptions) error {
 	return readNullable(k.p, v, o, readInt)
 }
 func (k intValue) empty() bool { return *k.p == 0 }
@@ -34,7 +32,7 @@ func (k intValue) empty() bool { return *k.p == 0 }
 type boolValue struct{ p *bool }
 
 func (k boolValue) write(w *Writer) { w.Bool(*k.p) }
-func (k boolValue) read(_ *reader, v gjson.Result, o readOptions) error {
+func (k boolValue) read(_ *reader, v Value, o readOptions) error {
 	return readNullable(k.p, v, o, readBool)
 }
 func (k boolValue) empty() bool { return !*k.p }
@@ -48,13 +46,13 @@ func (k intPtrValue) write(w *Writer) {
 	}
 	w.Int(**k.p)
 }
-func (k intPtrValue) read(_ *reader, v gjson.Result, o readOptions) error { return readIntPtr(k.p, v) }
-func (k intPtrValue) empty() bool                                         { return *k.p == nil }
+func (k intPtrValue) read(_ *reader, v Value, o readOptions) error { return readIntPtr(k.p, v) }
+func (k intPtrValue) empty() bool                                  { return *k.p == nil }
 
 type stringsValue struct{ p *[]string }
 
 func (k stringsValue) write(w *Writer) { w.Strings(*k.p) }
-func (k stringsValue) read(_ *reader, v gjson.Result, o readOptions) error {
+func (k stringsValue) read(_ *reader, v Value, o readOptions) error {
 	return readList(k.p, v, readString)
 }
 func (k stringsValue) empty() bool { return len(*k.p) == 0 }
@@ -62,7 +60,7 @@ func (k stringsValue) empty() bool { return len(*k.p) == 0 }
 type intsValue struct{ p *[]int }
 
 func (k intsValue) write(w *Writer) { w.Ints(*k.p) }
-func (k intsValue) read(_ *reader, v gjson.Result, o readOptions) error {
+func (k intsValue) read(_ *reader, v Value, o readOptions) error {
 	return readList(k.p, v, readInt)
 }
 func (k intsValue) empty() bool { return len(*k.p) == 0 }
@@ -70,7 +68,7 @@ func (k intsValue) empty() bool { return len(*k.p) == 0 }
 type stringMapValue struct{ p *map[string]string }
 
 func (k stringMapValue) write(w *Writer) { w.StringMap(*k.p) }
-func (k stringMapValue) read(_ *reader, v gjson.Result, o readOptions) error {
+func (k stringMapValue) read(_ *reader, v Value, o readOptions) error {
 	return readStringMap(k.p, v)
 }
 func (k stringMapValue) empty() bool { return len(*k.p) == 0 }
@@ -80,7 +78,7 @@ func (k stringMapValue) empty() bool { return len(*k.p) == 0 }
 type timeValue struct{ p *time.Time }
 
 func (k timeValue) write(w *Writer) { w.String(k.p.Format(time.RFC3339Nano)) }
-func (k timeValue) read(_ *reader, v gjson.Result, o readOptions) error {
+func (k timeValue) read(_ *reader, v Value, o readOptions) error {
 	return readNullable(k.p, v, o, readTime)
 }
 func (k timeValue) empty() bool { return false }
@@ -97,7 +95,7 @@ func (k rawValue) write(w *Writer) {
 	w.value()
 	w.buf = append(w.buf, *k.p...)
 }
-func (k rawValue) read(_ *reader, v gjson.Result, o readOptions) error {
+func (k rawValue) read(_ *reader, v Value, o readOptions) error {
 	*k.p = []byte(v.Raw)
 	return nil
 }

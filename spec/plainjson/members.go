@@ -3,8 +3,6 @@ package plainjson
 import (
 	"fmt"
 	"time"
-
-	"github.com/tidwall/gjson"
 )
 
 // Described is a Go value whose JSON object a table of members describes.
@@ -155,7 +153,7 @@ func (w *Writer) Object(d Described) {
 // Read reads object v into d, skipping members its table does not name,
 // so that newer documents still load. null reads as an empty object.
 // Errors name the member, and the element, they arose in.
-func Read(v gjson.Result, d Described) error {
+func Read(v Value, d Described) error {
 	r := reader{tables: newTables()}
 	return r.object(v, d, false)
 }
@@ -163,7 +161,7 @@ func Read(v gjson.Result, d Described) error {
 // ReadStrict is Read refusing, with ErrType, members the tables of d or of
 // the objects inside it do not name, so that a misspelt key in a
 // configuration is reported rather than ignored.
-func ReadStrict(v gjson.Result, d Described) error {
+func ReadStrict(v Value, d Described) error {
 	r := reader{tables: newTables()}
 	return r.object(v, d, true)
 }
@@ -187,8 +185,8 @@ type reader struct {
 }
 
 // object reads object v into d.
-func (r *reader) object(v gjson.Result, d Described, strict bool) error {
-	if v.Type == gjson.Null {
+func (r *reader) object(v Value, d Described, strict bool) error {
+	if v.Kind == KindNull {
 		return nil
 	}
 	if !v.IsObject() {
@@ -198,8 +196,7 @@ func (r *reader) object(v gjson.Result, d Described, strict bool) error {
 	r.tables = d.AppendMembers(r.tables)
 	end := len(r.tables)
 	var err error
-	v.ForEach(func(k, val gjson.Result) bool {
-		name := k.String()
+	v.Members(func(name string, val Value) bool {
 		i := find(r.tables[start:end], name)
 		switch {
 		case i >= 0:

@@ -2,8 +2,6 @@ package plainjson
 
 import (
 	"fmt"
-
-	"github.com/tidwall/gjson"
 )
 
 // The kinds of member whose values are objects with tables of their own:
@@ -21,7 +19,7 @@ func (k object[T, PT]) write(w *Writer) { w.Object(PT(k.dst)) }
 // empty is false: encoding/json never leaves a struct out.
 func (k object[T, PT]) empty() bool { return false }
 
-func (k object[T, PT]) read(r *reader, v gjson.Result, o readOptions) error {
+func (k object[T, PT]) read(r *reader, v Value, o readOptions) error {
 	return r.object(v, PT(k.dst), o.strict)
 }
 
@@ -37,8 +35,8 @@ func (k objects[T, PT]) write(w *Writer) {
 	w.EndArray()
 }
 
-func (k objects[T, PT]) read(r *reader, v gjson.Result, o readOptions) error {
-	return readList(k.dst, v, func(x *T, e gjson.Result) error {
+func (k objects[T, PT]) read(r *reader, v Value, o readOptions) error {
+	return readList(k.dst, v, func(x *T, e Value) error {
 		return r.object(e, PT(x), o.strict)
 	})
 }
@@ -62,8 +60,8 @@ func (k objectMap[T, PT]) write(w *Writer) {
 	w.EndObject()
 }
 
-func (k objectMap[T, PT]) read(r *reader, v gjson.Result, o readOptions) error {
-	if v.Type == gjson.Null {
+func (k objectMap[T, PT]) read(r *reader, v Value, o readOptions) error {
+	if v.Kind == KindNull {
 		*k.dst = nil
 		return nil
 	}
@@ -75,15 +73,15 @@ func (k objectMap[T, PT]) read(r *reader, v gjson.Result, o readOptions) error {
 	}
 	out := make(map[string]*T)
 	var err error
-	v.ForEach(func(key, e gjson.Result) bool {
+	v.Members(func(key string, e Value) bool {
 		var x *T
-		if e.Type != gjson.Null {
+		if e.Kind != KindNull {
 			x = new(T)
 			if err = r.object(e, PT(x), o.strict); err != nil {
-				err = At(key.String(), err)
+				err = At(key, err)
 			}
 		}
-		out[key.String()] = x
+		out[key] = x
 		return err == nil
 	})
 	if err == nil {
@@ -95,14 +93,14 @@ func (k objectMap[T, PT]) read(r *reader, v gjson.Result, o readOptions) error {
 func (k objectMap[T, PT]) empty() bool { return len(*k.dst) == 0 }
 
 // repeatedKey returns the first key of object v that appears twice, or "".
-func repeatedKey(v gjson.Result) string {
+func repeatedKey(v Value) string {
 	var dup string
 	seen := map[string]bool{}
-	v.ForEach(func(k, _ gjson.Result) bool {
-		if seen[k.String()] {
-			dup = k.String()
+	v.Members(func(name string, _ Value) bool {
+		if seen[name] {
+			dup = name
 		}
-		seen[k.String()] = true
+		seen[name] = true
 		return dup == ""
 	})
 	return dup

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"time"
-
-	"github.com/tidwall/gjson"
 )
 
 // ErrType is wrapped by every reader error about a value of the wrong type
@@ -14,67 +12,29 @@ import (
 var ErrType = errors.New("wrong JSON type")
 
 // MaxDepth is how deeply arrays and objects may nest in a document Parse
-// accepts. The project's documents nest six deep at most; gjson's
-// validator recurses once per level, so a megabyte of "[" took hundreds of
-// megabytes of stack before this bound.
+// accepts. The project's documents nest six deep at most; Parse recurses
+// once per level, so that a megabyte of "[" would take hundreds of
+// megabytes of stack without this bound.
 const MaxDepth = 64
-
-// Parse checks that data is one valid JSON document, nested at most
-// MaxDepth deep, and returns it. gjson itself does not validate, so every
-// reader starts here.
-func Parse(data []byte) (gjson.Result, error) {
-	if err := checkDepth(data); err != nil {
-		return gjson.Result{}, err
-	}
-	if !gjson.ValidBytes(data) {
-		return gjson.Result{}, errors.New("not valid JSON")
-	}
-	return gjson.ParseBytes(data), nil
-}
-
-// checkDepth fails when arrays and objects in data, outside strings, nest
-// deeper than MaxDepth. It does not validate: unbalanced brackets are left
-// to gjson.
-func checkDepth(data []byte) error {
-	depth, inString, escaped := 0, false, false
-	for _, c := range data {
-		switch {
-		case escaped:
-			escaped = false
-		case inString:
-			escaped = c == '\\'
-			inString = c != '"'
-		case c == '"':
-			inString = true
-		case c == '[' || c == '{':
-			if depth++; depth > MaxDepth {
-				return fmt.Errorf("not valid JSON: nested deeper than %d", MaxDepth)
-			}
-		case c == ']' || c == '}':
-			depth--
-		}
-	}
-	return nil
-}
 
 // readNullable reads v into dst with read, leaving dst as it was where v
 // is null unless o refuses null.
-func readNullable[T any](dst *T, v gjson.Result, o readOptions, read func(*T, gjson.Result) error) error {
-	if v.Type == gjson.Null && !o.notNull {
+func readNullable[T any](dst *T, v Value, o readOptions, read func(*T, Value) error) error {
+	if v.Kind == KindNull && !o.notNull {
 		return nil
 	}
 	return read(dst, v)
 }
 
-func readString(dst *string, v gjson.Result) error {
-	if v.Type != gjson.String {
+func readString(dst *string, v Value) error {
+	if v.Kind != KindString {
 		return typeError(v, "a string")
 	}
 	*dst = v.String()
 	return nil
 }
 
-func readInt(dst *int, v gjson.Result) error {
+func readInt(dst *int, v Value) error {
 	n, err := toInt(v)
 	if err == nil {
 		*dst = n
@@ -82,18 +42,18 @@ func readInt(dst *int, v gjson.Result) error {
 	return err
 }
 
-func readBool(dst *bool, v gjson.Result) error {
-	if v.Type != gjson.True && v.Type != gjson.False {
+func readBool(dst *bool, v Value) error {
+	if v.Kind != KindTrue && v.Kind != KindFalse {
 		return typeError(v, "true or false")
 	}
-	*dst = v.Bool()
+	*dst = v.Kind == KindTrue
 	return nil
 }
 
 // readTime reads an RFC 3339 timestamp, as time.Time's MarshalJSON writes
 // it.
-func readTime(dst *time.Time, v gjson.Result) error {
-	if v.Type != gjson.String {
+func readTime(dst *time.Time, v Value) error {
+	if v.Kind != KindString {
 		return typeError(v, "an RFC 3339 time")
 	}
 	t, err := time.Parse(time.RFC3339, v.String())
@@ -106,8 +66,8 @@ func readTime(dst *time.Time, v gjson.Result) error {
 
 // readIntPtr reads an integer into a new int at *dst; null sets *dst to
 // nil.
-func readIntPtr(dst **int, v gjson.Result) error {
-	if v.Type == gjson.Null {
+func readIntPtr(dst **int, v Value) error {
+	if v.Kind == KindNull {
 		*dst = nil
 		return nil
 	}
@@ -121,8 +81,8 @@ func readIntPtr(dst **int, v gjson.Result) error {
 // readList reads array v into dst, each element with read; null sets dst
 // to nil and [] to an empty slice. On error dst is left as it was, and
 // the error names the element.
-func readList[T any](dst *[]T, v gjson.Result, read func(*T, gjson.Result) error) error {
-	if v.Type == gjson.Null {
+func readList[T any](dst *[]T, v Value, read func(*T, Value) error) error {
+	if v.Kind == KindNull {
 		*dst = nil
 		return nil
 	}
@@ -131,7 +91,7 @@ func readList[T any](dst *[]T, v gjson.Result, read func(*T, gjson.Result) error
 	}
 	out := []T{}
 	var err error
-	v.ForEach(func(_, e gjson.Result) bool {
+	v.Elements(func(e Value) bool {
 		var x T
 		if err = read(&x, e); err != nil {
 			err = AtIndex(len(out), err)
@@ -148,8 +108,8 @@ func readList[T any](dst *[]T, v gjson.Result, read func(*T, gjson.Result) error
 
 // readStringMap reads an object of strings into dst; null sets dst to nil
 // and {} to an empty map. A member's error names its key.
-func readStringMap(dst *map[string]string, v gjson.Result) error {
-	if v.Type == gjson.Null {
+func readStringMap(dst *map[string]string, v Value) error {
+	if v.Kind == KindNull {
 		*dst = nil
 		return nil
 	}
@@ -158,13 +118,13 @@ func readStringMap(dst *map[string]string, v gjson.Result) error {
 	}
 	out := map[string]string{}
 	var err error
-	v.ForEach(func(k, e gjson.Result) bool {
+	v.Members(func(name string, e Value) bool {
 		var s string
 		if err = readString(&s, e); err != nil {
-			err = At(k.String(), err)
+			err = At(name, err)
 			return false
 		}
-		out[k.String()] = s
+		out[name] = s
 		return true
 	})
 	if err == nil {
@@ -175,8 +135,8 @@ func readStringMap(dst *map[string]string, v gjson.Result) error {
 
 // toInt returns v as an int if it is written as one that fits: as with
 // encoding/json, 1.0 and 1e3 are not integers.
-func toInt(v gjson.Result) (int, error) {
-	if v.Type != gjson.Number {
+func toInt(v Value) (int, error) {
+	if v.Kind != KindNumber {
 		return 0, typeError(v, "an integer")
 	}
 	n, err := strconv.Atoi(v.Raw)
@@ -187,7 +147,7 @@ func toInt(v gjson.Result) (int, error) {
 }
 
 // typeError says what v should have been, quoting a short excerpt of it.
-func typeError(v gjson.Result, want string) error {
+func typeError(v Value, want string) error {
 	raw := v.Raw
 	if len(raw) > 40 {
 		raw = raw[:40] + "..."

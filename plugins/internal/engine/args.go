@@ -3,8 +3,6 @@ package engine
 import (
 	"fmt"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/cdiexec/cdi/spec"
 	"github.com/cdiexec/cdi/spec/plainjson"
 )
@@ -79,8 +77,16 @@ func ReadArgs(cfg *spec.Config, args ...Arg) error {
 	for i, a := range args {
 		table[i] = a.member
 	}
-	// ParseConfig has made sure that args is an object, null or absent.
-	if err := plainjson.Read(gjson.ParseBytes(cfg.Args), table); err != nil {
+	// ParseConfig has made sure that args is an object, null or absent:
+	// absent, the zero Value is null.
+	var doc plainjson.Value
+	if len(cfg.Args) > 0 {
+		var err error
+		if doc, err = plainjson.Parse(cfg.Args); err != nil {
+			return spec.NewError(spec.CodeInvalidConfig, "args: %w", err)
+		}
+	}
+	if err := plainjson.Read(doc, table); err != nil {
 		return spec.NewError(spec.CodeInvalidConfig, "args.%w", err)
 	}
 	for _, a := range args {
