@@ -50,8 +50,15 @@ func (s *Store) load() (*store.State, []byte, error) {
 // a larger file, hand-made or damaged, would cost more on every call.
 const MaxStateSize = 8 << 20
 
-// errTooLarge is readNoFollow's error for a file over MaxStateSize.
-var errTooLarge = fmt.Errorf("larger than %d MiB", MaxStateSize>>20)
+// errTooLarge is readNoFollow's error for a file over MaxStateSize: a
+// type whose text is made when it is printed, not a fmt.Errorf that every
+// plugin process would run, and fault fmt's machinery in for, at package
+// init.
+var errTooLarge error = tooLargeError{}
+
+type tooLargeError struct{}
+
+func (tooLargeError) Error() string { return fmt.Sprintf("larger than %d MiB", MaxStateSize>>20) }
 
 // readNoFollow reads the file at path, failing with ELOOP where path is a
 // symbolic link, and with errTooLarge past MaxStateSize.
