@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -43,8 +42,11 @@ func DefaultDeps() Deps {
 	}
 }
 
+// readBootID reads the kernel's boot id as sysfs.ReadFile reads: the one
+// file a call reads outside its state and root, and os.ReadFile would
+// bring the runtime's poller up for it.
 func readBootID() string {
-	b, err := os.ReadFile(bootIDPath)
+	b, err := sysfs.ReadFile(bootIDPath, 64)
 	if err != nil {
 		return "" // not Linux: no reboot detection, everything else works
 	}

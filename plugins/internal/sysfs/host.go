@@ -97,10 +97,31 @@ func (h *hostFS) readAttr(name string, limit int) ([]byte, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
 	}
-	full := filepath.Join(h.root, filepath.FromSlash(name))
-	fd, err := retryEINTR(func() (int, error) { return syscall.Open(full, syscall.O_RDONLY|syscall.O_CLOEXEC, 0) })
+	data, op, err := readPlain(filepath.Join(h.root, filepath.FromSlash(name)), limit)
 	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+		return nil, &fs.PathError{Op: op, Path: name, Err: err}
+	}
+	return data, nil
+}
+
+// ReadFile reads at most limit bytes of the file at path with plain open,
+// read and close, as HostFS reads attributes: for the kernel's small
+// files (/proc, /sys), which os.ReadFile would register with the runtime's
+// poller, bringing it up, at a cost a short plugin call notices.
+func ReadFile(path string, limit int) ([]byte, error) {
+	data, op, err := readPlain(path, limit)
+	if err != nil {
+		return nil, &fs.PathError{Op: op, Path: path, Err: err}
+	}
+	return data, nil
+}
+
+// readPlain reads at most limit bytes of path; on failure it names the
+// call that failed.
+func readPlain(path string, limit int) (data []byte, op string, err error) {
+	fd, err := retryEINTR(func() (int, error) { return syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0) })
+	if err != nil {
+		return nil, "open", err
 	}
 	defer syscall.Close(fd)
 	// Attributes are a few bytes, but the buffer may grow to limit: a
@@ -113,14 +134,14 @@ func (h *hostFS) readAttr(name string, limit int) ([]byte, error) {
 		free := buf[len(buf):min(cap(buf), limit)]
 		m, err := retryEINTR(func() (int, error) { return syscall.Read(fd, free) })
 		if err != nil {
-			return nil, &fs.PathError{Op: "read", Path: name, Err: err}
+			return nil, "read", err
 		}
 		if m == 0 {
 			break
 		}
 		buf = buf[:len(buf)+m]
 	}
-	return buf, nil
+	return buf, "", nil
 }
 
 // firstRead is readAttr's first buffer: a uevent or a whole attribute of

@@ -139,3 +139,21 @@ func TestHostFSReadString(t *testing.T) {
 		}
 	}
 }
+
+func TestReadFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "boot_id")
+	if err := os.WriteFile(path, []byte("0123456789"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		limit int
+		want  string
+	}{{64, "0123456789"}, {4, "0123"}, {10, "0123456789"}} {
+		if got, err := ReadFile(path, tc.limit); err != nil || string(got) != tc.want {
+			t.Errorf("ReadFile(limit %d) = %q, %v; want %q", tc.limit, got, err, tc.want)
+		}
+	}
+	if _, err := ReadFile(path+".missing", 64); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a missing file: %v, want fs.ErrNotExist", err)
+	}
+}
