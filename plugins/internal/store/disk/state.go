@@ -63,10 +63,13 @@ func (tooLargeError) Error() string { return fmt.Sprintf("larger than %d MiB", M
 // readNoFollow reads the file at path, failing with ELOOP where path is a
 // symbolic link, and with errTooLarge past MaxStateSize.
 func readNoFollow(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	// os.NewFile on a plain descriptor, not os.OpenFile, which would
+	// bring the runtime's poller up for a regular file (see lock).
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, err
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
+	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, MaxStateSize+1))
 	if err == nil && len(data) > MaxStateSize {
