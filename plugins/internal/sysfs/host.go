@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 )
@@ -76,8 +77,33 @@ func (h *hostFS) ReadLink(name string) (string, error) {
 // ReadDir returns a copy of the remembered entries, so that a caller that
 // sorts or trims its slice does not change what the next caller sees.
 func (h *hostFS) ReadDir(name string) ([]fs.DirEntry, error) {
-	r := remember(h, h.dirs, name, func() (r dirResult) { r.entries, r.err = fs.ReadDir(h.FS, name); return r })
+	r := remember(h, h.dirs, name, func() (r dirResult) { r.entries, r.err = h.readDir(name); return r })
 	return slices.Clone(r.entries), r.err
+}
+
+// readDir is os.DirFS's ReadDir, entries sorted by name and errors naming
+// name, but it opens the directory as readAttr opens an attribute and
+// wraps the descriptor with os.NewFile: os.Open would bring the
+// runtime's poller up for it.
+func (h *hostFS) readDir(name string) ([]fs.DirEntry, error) {
+	if !fs.ValidPath(name) {
+		return nil, &fs.PathError{Op: "readdir", Path: name, Err: fs.ErrInvalid}
+	}
+	full := filepath.Join(h.root, filepath.FromSlash(name))
+	fd, err := retryEINTR(func() (int, error) {
+		return syscall.Open(full, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_DIRECTORY, 0)
+	})
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+	}
+	dir := os.NewFile(uintptr(fd), full)
+	defer dir.Close()
+	entries, err := dir.ReadDir(-1)
+	if pe, ok := err.(*fs.PathError); ok {
+		pe.Path = name
+	}
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return entries, err
 }
 
 // remember returns memo[name], looking it up the first time it is asked.
