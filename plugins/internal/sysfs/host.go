@@ -29,8 +29,11 @@ import (
 //
 // A HostFS is for one call: it never forgets what it has seen.
 func HostFS(root string) fs.FS {
-	return &hostFS{FS: os.DirFS(root), root: root, stat: map[string]infoResult{},
-		lstat: map[string]infoResult{}, links: map[string]linkResult{}, dirs: map[string]dirResult{}}
+	// Sized for a discovery's lookups from the start: a map that grows
+	// allocates every size on the way, each a fresh page for a short
+	// process to fault in.
+	return &hostFS{FS: os.DirFS(root), root: root, stat: make(map[string]infoResult, 64),
+		lstat: make(map[string]infoResult, 64), links: make(map[string]linkResult, 32), dirs: make(map[string]dirResult, 8)}
 }
 
 type infoResult struct {
