@@ -354,3 +354,40 @@ func TestAddChecksTheNodesItConsiders(t *testing.T) {
 		})
 	}
 }
+
+// What discovery is told it may leave out: properties for every ADD, and
+// the devices of resource-specs an ADD does not name unless it pins
+// devices, which must then be found wherever they are.
+func TestHostNarrowsDiscoveryForAdd(t *testing.T) {
+	r := newRig(t, "")
+	var seen *Host
+	r.plugin = PluginWith(Family{Name: "test", Discover: func(h *Host) (*Inventory, error) {
+		seen = h
+		inv := r.inv
+		inv.Devices = slices.Clone(r.inv.Devices)
+		return &inv, nil
+	}}, Deps{OpenStore: func(string, string) store.Store { return r.store }, BootID: func() string { return "boot-1" }, Now: time.Now})
+	gpu := spec.ResourceSpec{Type: "gpu"}
+	for _, tt := range []struct {
+		name           string
+		call           func() error
+		skipProperties bool
+		wanted         []spec.ResourceSpec
+	}{
+		{"ADD", func() error { _, err := r.add(req{id: "a", request: "gpu:1"}); return err }, true, []spec.ResourceSpec{gpu}},
+		{"ADD pinning", func() error { _, err := r.add(req{id: "b", request: "gpu:1", devices: []string{"gpu1"}}); return err }, true, nil},
+		{"INFO", func() error {
+			_, err := r.plugin.Info(&skel.Args{Command: "INFO", Version: "0.1.0", Config: r.config, Stderr: io.Discard})
+			return err
+		}, false, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.call(); err != nil {
+				t.Fatal(err)
+			}
+			if seen.SkipProperties != tt.skipProperties || !slices.Equal(seen.Wanted, tt.wanted) {
+				t.Errorf("SkipProperties %v, Wanted %v; want %v, %v", seen.SkipProperties, seen.Wanted, tt.skipProperties, tt.wanted)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package engine
 import (
 	"io"
 	"io/fs"
+	"slices"
 
 	"github.com/cdiexec/cdi/spec"
 )
@@ -37,6 +38,16 @@ type Host struct {
 	// (ADD): a family may then leave them out, and the reads only they
 	// need with them.
 	SkipProperties bool
+	// Wanted, when not nil, lists the only resource-specs the call asks
+	// for (an ADD that pins no device): a family may leave out the devices
+	// of the others, and the reads only those need. Inventory.Resources
+	// still lists every resource-spec served.
+	Wanted []spec.ResourceSpec
+}
+
+// Wants reports whether the call asks for devices of rs (Wanted).
+func (h *Host) Wants(rs spec.ResourceSpec) bool {
+	return h.Wanted == nil || slices.Contains(h.Wanted, rs)
 }
 
 // Inventory is the result of discovery.
