@@ -2,11 +2,8 @@ package spec
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"strings"
-
-	"github.com/tidwall/gjson"
 
 	"github.com/cdiexec/cdi/spec/plainjson"
 )
@@ -17,15 +14,34 @@ const MaxConfigSize = 1 << 20
 
 // Config is a drop-in configuration, /etc/cdi/<type>.d/<plugin>.conf.
 type Config struct {
-	CDIVersion string          `json:"cdiVersion"`
-	Name       string          `json:"name"`
-	Type       string          `json:"type"`
-	Plugin     string          `json:"plugin"`
-	Args       json.RawMessage `json:"args,omitempty"`
+	CDIVersion string  `json:"cdiVersion"`
+	Name       string  `json:"name"`
+	Type       string  `json:"type"`
+	Plugin     string  `json:"plugin"`
+	Args       RawJSON `json:"args,omitempty"`
 
 	// Bytes is the document as it was read, which callers pipe to the plugin
 	// unchanged.
 	Bytes []byte `json:"-"`
+}
+
+// RawJSON is JSON text kept as it was read: encoding/json's RawMessage,
+// without importing encoding/json, whose package init and size every
+// plugin process would pay for.
+type RawJSON []byte
+
+// MarshalJSON returns m, or null for none, as RawMessage does.
+func (m RawJSON) MarshalJSON() ([]byte, error) {
+	if m == nil {
+		return []byte("null"), nil
+	}
+	return m, nil
+}
+
+// UnmarshalJSON keeps a copy of data, as RawMessage does.
+func (m *RawJSON) UnmarshalJSON(data []byte) error {
+	*m = append((*m)[0:0], data...)
+	return nil
 }
 
 // ParseConfig decodes and checks a configuration document. Every error wraps
@@ -39,20 +55,13 @@ func ParseConfig(data []byte) (*Config, error) {
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return nil, fmt.Errorf("%w: configuration is not a JSON object", ErrMalformed)
 	}
-	// gjson rather than encoding/json: see package plainjson.
+	// plainjson rather than encoding/json: see package plainjson.
 	root, err := plainjson.Parse(trimmed)
 	if err != nil {
 		return nil, fmt.Errorf("%w: configuration is not valid JSON, or has data after its object", ErrMalformed)
 	}
 	var c Config
-	err = plainjson.Object(root, plainjson.Fields{
-		"cdiVersion": plainjson.String(&c.CDIVersion),
-		"name":       plainjson.String(&c.Name),
-		"type":       plainjson.String(&c.Type),
-		"plugin":     plainjson.String(&c.Plugin),
-		"args":       func(v gjson.Result) error { c.Args = json.RawMessage(v.Raw); return nil },
-	}, false)
-	if err != nil {
+	if err := plainjson.Read(root, &c); err != nil {
 		return nil, fmt.Errorf("%w: configuration field %w", ErrMalformed, err)
 	}
 	c.Bytes = append([]byte(nil), data...)
@@ -60,6 +69,17 @@ func ParseConfig(data []byte) (*Config, error) {
 		return nil, err
 	}
 	return &c, nil
+}
+
+// AppendMembers describes c as a drop-in holds it.
+func (c *Config) AppendMembers(ms []plainjson.Member) []plainjson.Member {
+	return append(ms,
+		plainjson.String("cdiVersion", &c.CDIVersion),
+		plainjson.String("name", &c.Name),
+		plainjson.String("type", &c.Type),
+		plainjson.String("plugin", &c.Plugin),
+		plainjson.Raw("args", (*[]byte)(&c.Args)).OmitEmpty(),
+	)
 }
 
 func (c *Config) check() error {
@@ -80,28 +100,15 @@ func (c *Config) check() error {
 	if strings.ContainsAny(c.Plugin, `/\`) || c.Plugin == "." || c.Plugin == ".." {
 		return fmt.Errorf("%w: configuration field plugin %q must be a file name, not a path", ErrMalformed, c.Plugin)
 	}
-	if len(c.Args) > 0 && !gjson.ParseBytes(c.Args).IsObject() && string(c.Args) != "null" {
+	// Args is the text of a value Parse has checked, so its first byte
+	// tells its kind.
+	if len(c.Args) > 0 && c.Args[0] != '{' && string(c.Args) != "null" {
 		return fmt.Errorf("%w: configuration field args must be a JSON object", ErrMalformed)
 	}
 	return nil
 }
 
-// Arg returns the value at a gjson path inside args (e.g. "root" or
-// "groups.#.name"); a missing path gives a result whose Exists is false.
-func (c *Config) Arg(path string) gjson.Result {
-	if len(c.Args) == 0 {
-		return gjson.Result{}
-	}
-	return gjson.GetBytes(c.Args, path)
-}
-
 // PeekVersion returns the cdiVersion of a configuration document without
 // checking anything else, or "" when it has none. Plugins use it to pick the
 // version of an error document before the configuration has been validated.
-func PeekVersion(data []byte) string {
-	v := gjson.GetBytes(data, "cdiVersion")
-	if v.Type != gjson.String {
-		return ""
-	}
-	return v.String()
-}
+func PeekVersion(data []byte) string { return plainjson.PeekString(data, "cdiVersion") }

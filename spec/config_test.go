@@ -46,22 +46,6 @@ func TestParseConfig(t *testing.T) {
 	}
 }
 
-func TestConfigArg(t *testing.T) {
-	c, err := ParseConfig([]byte(`{"cdiVersion":"0.0.1","name":"n","type":"tty","plugin":"p","args":{"root":"/r","groups":[{"name":"a"},{"name":"b"}]}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := c.Arg("root").String(); got != "/r" {
-		t.Errorf(`Arg("root") = %q`, got)
-	}
-	if got := c.Arg("groups.#.name").Array(); len(got) != 2 || got[1].String() != "b" {
-		t.Errorf(`Arg("groups.#.name") = %v`, got)
-	}
-	if c.Arg("missing").Exists() {
-		t.Error(`Arg("missing") exists`)
-	}
-}
-
 func TestPeekVersion(t *testing.T) {
 	for in, want := range map[string]string{
 		`{"cdiVersion":"0.0.2"}`: "0.0.2",

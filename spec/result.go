@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/cdiexec/cdi/spec/plainjson"
-	"github.com/tidwall/gjson"
 )
 
 // InventoryKey is the INFO result member that carries the 0.1.0 inventory.
@@ -150,24 +149,20 @@ func (r *InfoResult) UnmarshalJSON(data []byte) error {
 		return fmt.Errorf("INFO result: %w: want an object, got %.40s", plainjson.ErrType, v.Raw)
 	}
 	out := InfoResult{Counts: map[string]int{}}
-	v.ForEach(func(k, m gjson.Result) bool {
-		switch k.String() {
-		case "cdiVersion":
-			err = plainjson.String(&out.CDIVersion)(m)
-		case InventoryKey:
-			err = plainjson.List(&out.Devices, (*DeviceInfo).ReadJSON)(m)
-		default:
-			var n int
-			err = plainjson.Int(&n)(m)
-			out.Counts[k.String()] = n
+	table := plainjson.Table{plainjson.String("cdiVersion", &out.CDIVersion), plainjson.Objects(InventoryKey, &out.Devices)}
+	counts := map[string]*int{}
+	v.Members(func(name string, _ plainjson.Value) bool {
+		if name != "cdiVersion" && name != InventoryKey && counts[name] == nil {
+			counts[name] = new(int)
+			table = append(table, plainjson.Int(name, counts[name]))
 		}
-		if err != nil {
-			err = fmt.Errorf("INFO member %q: %w", k.String(), err)
-		}
-		return err == nil
+		return true
 	})
-	if err != nil {
-		return err
+	if err := plainjson.Read(v, table); err != nil {
+		return fmt.Errorf("INFO result: %w", err)
+	}
+	for name, n := range counts {
+		out.Counts[name] = *n
 	}
 	*r = out
 	return nil

@@ -1,275 +1,151 @@
 package spec
 
-import (
-	"time"
-
-	"github.com/tidwall/gjson"
-
-	"github.com/cdiexec/cdi/spec/plainjson"
-)
+import "github.com/cdiexec/cdi/spec/plainjson"
 
 // The plugins write their results, and read back the ADD results they
 // store, through plainjson rather than encoding/json, which would cost a
 // plugin process more than its own work (see package plainjson). Each
-// WriteJSON writes exactly what encoding/json writes for the type's json
-// tags; resultjson_test.go holds them to that.
+// type's AppendMembers is its one description for both: the member names,
+// order and omitempty of its json tags. resultjson_test.go holds every
+// table to what encoding/json makes of the tags, so that a field added to
+// a type without its table learning of it fails there.
+
+// AppendMembers describes r.
+func (r *VersionResult) AppendMembers(ms []plainjson.Member) []plainjson.Member {
+	return append(ms,
+		plainjson.String("cdiVersion", &r.CDIVersion),
+		plainjson.Strings("supportedVersions", &r.SupportedVersions),
+		plainjson.String("pluginVersion", &r.PluginVersion).OmitEmpty(),
+	)
+}
+
+// AppendMembers describes e.
+func (e *Error) AppendMembers(ms []plainjson.Member) []plainjson.Member {
+	return append(ms,
+		plainjson.String("cdiVersion", &e.CDIVersion).OmitEmpty(),
+		plainjson.Int("code", (*int)(&e.Code)),
+		plainjson.String("msg", &e.Msg),
+		plainjson.String("details", &e.Details).OmitEmpty(),
+	)
+}
+
+// AppendMembers describes r.
+func (r *AddResult) AppendMembers(ms []plainjson.Member) []plainjson.Member {
+	return append(ms,
+		plainjson.String("cdiVersion", &r.CDIVersion),
+		plainjson.Strings("devices", &r.Devices),
+		plainjson.Ints("numa_locality", &r.NUMALocality).OmitEmpty(),
+		plainjson.Objects("deviceNodes", &r.DeviceNodes).OmitEmpty(),
+		plainjson.StringMap("env", &r.Env).OmitEmpty(),
+		plainjson.Objects("mounts", &r.Mounts).OmitEmpty(),
+		plainjson.StringMap("annotations", &r.Annotations).OmitEmpty(),
+		plainjson.Strings("cdiDevices", &r.CDIDevices).OmitEmpty(),
+		plainjson.Objects("units", &r.Units).OmitEmpty(),
+	)
+}
+
+// AppendMembers describes d.
+func (d *DeviceNode) AppendMembers(ms []plainjson.Member) []plainjson.Member {
+	return append(ms,
+		plainjson.String("hostPath", &d.HostPath),
+		plainjson.String("containerPath", &d.ContainerPath).OmitEmpty(),
+		plainjson.String("permissions", &d.Permissions).OmitEmpty(),
+	)
+}
+
+// AppendMembers describes m.
+func (m *Mount) AppendMembers(ms []plainjson.Member) []plainjson.Member {
+	return append(ms,
+		plainjson.String("hostPath", &m.HostPath),
+		plainjson.String("containerPath", &m.ContainerPath),
+		plainjson.Bool("readOnly", &m.ReadOnly).OmitEmpty(),
+	)
+}
+
+// AppendMembers describes u.
+func (u *Unit) AppendMembers(ms []plainjson.Member) []plainjson.Member {
+	return append(ms,
+		plainjson.String("resource", &u.Resource),
+		plainjson.String("device", &u.Device),
+		plainjson.Int("slot", &u.Slot),
+	)
+}
+
+// AppendMembers describes d.
+func (d *DeviceInfo) AppendMembers(ms []plainjson.Member) []plainjson.Member {
+	return append(ms,
+		plainjson.String("id", &d.ID),
+		plainjson.String("resource", &d.Resource),
+		plainjson.Objects("deviceNodes", &d.DeviceNodes),
+		plainjson.IntPtr("numaNode", &d.NUMANode).OmitEmpty(),
+		plainjson.Bool("healthy", &d.Healthy),
+		plainjson.Int("capacity", &d.Capacity),
+		plainjson.Int("used", &d.Used),
+		plainjson.Bool("shared", &d.Shared),
+		plainjson.StringMap("properties", &d.Properties).OmitEmpty(),
+	)
+}
+
+// AppendMembers describes r.
+func (r *ListResult) AppendMembers(ms []plainjson.Member) []plainjson.Member {
+	return append(ms,
+		plainjson.String("cdiVersion", &r.CDIVersion),
+		plainjson.Objects("allocations", &r.Allocations),
+	)
+}
+
+// AppendMembers describes a.
+func (a *Allocation) AppendMembers(ms []plainjson.Member) []plainjson.Member {
+	return append(ms,
+		plainjson.String("requestId", &a.RequestID),
+		plainjson.String("request", &a.Request),
+		plainjson.Time("created", &a.Created),
+		plainjson.Object("result", &a.Result),
+	)
+}
+
+// AppendMembers describes r.
+func (r *GCResult) AppendMembers(ms []plainjson.Member) []plainjson.Member {
+	return append(ms,
+		plainjson.String("cdiVersion", &r.CDIVersion),
+		plainjson.Strings("released", &r.Released),
+	)
+}
+
+// The documents a plugin prints write themselves (skel's one interface
+// for them); all but InfoResult, whose members are its counts, by their
+// tables.
 
 // WriteJSON writes r.
-func (r VersionResult) WriteJSON(w *plainjson.Writer) {
-	w.BeginObject()
-	w.Key("cdiVersion")
-	w.String(r.CDIVersion)
-	w.Key("supportedVersions")
-	w.Strings(r.SupportedVersions)
-	w.OmitEmptyString("pluginVersion", r.PluginVersion)
-	w.EndObject()
-}
+func (r VersionResult) WriteJSON(w *plainjson.Writer) { w.Object(&r) }
 
 // WriteJSON writes e.
-func (e *Error) WriteJSON(w *plainjson.Writer) {
-	w.BeginObject()
-	w.OmitEmptyString("cdiVersion", e.CDIVersion)
-	w.Key("code")
-	w.Int(int(e.Code))
-	w.Key("msg")
-	w.String(e.Msg)
-	w.OmitEmptyString("details", e.Details)
-	w.EndObject()
-}
+func (e *Error) WriteJSON(w *plainjson.Writer) { w.Object(e) }
 
 // WriteJSON writes r.
-func (r AddResult) WriteJSON(w *plainjson.Writer) {
-	w.BeginObject()
-	w.Key("cdiVersion")
-	w.String(r.CDIVersion)
-	w.Key("devices")
-	w.Strings(r.Devices)
-	w.OmitEmptyInts("numa_locality", r.NUMALocality)
-	if len(r.DeviceNodes) > 0 {
-		w.Key("deviceNodes")
-		writeDeviceNodes(w, r.DeviceNodes)
-	}
-	w.OmitEmptyStringMap("env", r.Env)
-	if len(r.Mounts) > 0 {
-		w.Key("mounts")
-		w.BeginArray()
-		for _, m := range r.Mounts {
-			m.WriteJSON(w)
-		}
-		w.EndArray()
-	}
-	w.OmitEmptyStringMap("annotations", r.Annotations)
-	w.OmitEmptyStrings("cdiDevices", r.CDIDevices)
-	if len(r.Units) > 0 {
-		w.Key("units")
-		w.BeginArray()
-		for _, u := range r.Units {
-			u.WriteJSON(w)
-		}
-		w.EndArray()
-	}
-	w.EndObject()
-}
+func (r AddResult) WriteJSON(w *plainjson.Writer) { w.Object(&r) }
 
-// ReadJSON reads what WriteJSON (or encoding/json) writes for an
-// AddResult. Unknown members are skipped.
-func (r *AddResult) ReadJSON(v gjson.Result) error {
-	return plainjson.Object(v, plainjson.Fields{
-		"cdiVersion":    plainjson.String(&r.CDIVersion),
-		"devices":       plainjson.Strings(&r.Devices),
-		"numa_locality": plainjson.Ints(&r.NUMALocality),
-		"deviceNodes":   plainjson.List(&r.DeviceNodes, (*DeviceNode).ReadJSON),
-		"env":           plainjson.StringMap(&r.Env),
-		"mounts":        plainjson.List(&r.Mounts, (*Mount).ReadJSON),
-		"annotations":   plainjson.StringMap(&r.Annotations),
-		"cdiDevices":    plainjson.Strings(&r.CDIDevices),
-		"units":         plainjson.List(&r.Units, (*Unit).ReadJSON),
-	}, false)
-}
+// WriteJSON writes r.
+func (r ListResult) WriteJSON(w *plainjson.Writer) { w.Object(&r) }
 
-// WriteJSON writes d.
-func (d DeviceNode) WriteJSON(w *plainjson.Writer) {
-	w.BeginObject()
-	w.Key("hostPath")
-	w.String(d.HostPath)
-	w.OmitEmptyString("containerPath", d.ContainerPath)
-	w.OmitEmptyString("permissions", d.Permissions)
-	w.EndObject()
-}
-
-// ReadJSON reads a DeviceNode.
-func (d *DeviceNode) ReadJSON(v gjson.Result) error {
-	return plainjson.Object(v, plainjson.Fields{
-		"hostPath":      plainjson.String(&d.HostPath),
-		"containerPath": plainjson.String(&d.ContainerPath),
-		"permissions":   plainjson.String(&d.Permissions),
-	}, false)
-}
-
-// WriteJSON writes m.
-func (m Mount) WriteJSON(w *plainjson.Writer) {
-	w.BeginObject()
-	w.Key("hostPath")
-	w.String(m.HostPath)
-	w.Key("containerPath")
-	w.String(m.ContainerPath)
-	if m.ReadOnly {
-		w.Key("readOnly")
-		w.Bool(true)
-	}
-	w.EndObject()
-}
-
-// ReadJSON reads a Mount.
-func (m *Mount) ReadJSON(v gjson.Result) error {
-	return plainjson.Object(v, plainjson.Fields{
-		"hostPath":      plainjson.String(&m.HostPath),
-		"containerPath": plainjson.String(&m.ContainerPath),
-		"readOnly":      plainjson.Bool(&m.ReadOnly),
-	}, false)
-}
-
-// WriteJSON writes u.
-func (u Unit) WriteJSON(w *plainjson.Writer) {
-	w.BeginObject()
-	w.Key("resource")
-	w.String(u.Resource)
-	w.Key("device")
-	w.String(u.Device)
-	w.Key("slot")
-	w.Int(u.Slot)
-	w.EndObject()
-}
-
-// ReadJSON reads a Unit.
-func (u *Unit) ReadJSON(v gjson.Result) error {
-	return plainjson.Object(v, plainjson.Fields{
-		"resource": plainjson.String(&u.Resource),
-		"device":   plainjson.String(&u.Device),
-		"slot":     plainjson.Int(&u.Slot),
-	}, false)
-}
+// WriteJSON writes r.
+func (r GCResult) WriteJSON(w *plainjson.Writer) { w.Object(&r) }
 
 // WriteJSON writes r: the counts beside cdiVersion and the inventory, all
 // in key order, as MarshalJSON does.
 func (r InfoResult) WriteJSON(w *plainjson.Writer) {
-	members := make(map[string]func(), len(r.Counts)+2)
-	for k, n := range r.Counts {
-		members[k] = func() { w.Int(n) }
+	byName := make(map[string]plainjson.Member, len(r.Counts)+2)
+	for k := range r.Counts {
+		n := r.Counts[k]
+		byName[k] = plainjson.Int(k, &n)
 	}
-	members["cdiVersion"] = func() { w.String(r.CDIVersion) }
+	byName["cdiVersion"] = plainjson.String("cdiVersion", &r.CDIVersion)
 	if r.Devices != nil {
-		members[InventoryKey] = func() {
-			w.BeginArray()
-			for _, d := range r.Devices {
-				d.WriteJSON(w)
-			}
-			w.EndArray()
-		}
+		byName[InventoryKey] = plainjson.Objects(InventoryKey, &r.Devices)
 	}
-	w.BeginObject()
-	for _, k := range plainjson.SortedKeys(members) {
-		w.Key(k)
-		members[k]()
+	table := make(plainjson.Table, 0, len(byName))
+	for _, k := range plainjson.SortedKeys(byName) {
+		table = append(table, byName[k])
 	}
-	w.EndObject()
-}
-
-// WriteJSON writes d.
-func (d DeviceInfo) WriteJSON(w *plainjson.Writer) {
-	w.BeginObject()
-	w.Key("id")
-	w.String(d.ID)
-	w.Key("resource")
-	w.String(d.Resource)
-	w.Key("deviceNodes")
-	if d.DeviceNodes == nil {
-		w.Null()
-	} else {
-		writeDeviceNodes(w, d.DeviceNodes)
-	}
-	if d.NUMANode != nil {
-		w.Key("numaNode")
-		w.Int(*d.NUMANode)
-	}
-	w.Key("healthy")
-	w.Bool(d.Healthy)
-	w.Key("capacity")
-	w.Int(d.Capacity)
-	w.Key("used")
-	w.Int(d.Used)
-	w.Key("shared")
-	w.Bool(d.Shared)
-	w.OmitEmptyStringMap("properties", d.Properties)
-	w.EndObject()
-}
-
-// ReadJSON reads a DeviceInfo.
-func (d *DeviceInfo) ReadJSON(v gjson.Result) error {
-	return plainjson.Object(v, plainjson.Fields{
-		"id":          plainjson.String(&d.ID),
-		"resource":    plainjson.String(&d.Resource),
-		"deviceNodes": plainjson.List(&d.DeviceNodes, (*DeviceNode).ReadJSON),
-		"numaNode":    plainjson.IntPtr(&d.NUMANode),
-		"healthy":     plainjson.Bool(&d.Healthy),
-		"capacity":    plainjson.Int(&d.Capacity),
-		"used":        plainjson.Int(&d.Used),
-		"shared":      plainjson.Bool(&d.Shared),
-		"properties":  plainjson.StringMap(&d.Properties),
-	}, false)
-}
-
-// WriteJSON writes r.
-func (r ListResult) WriteJSON(w *plainjson.Writer) {
-	w.BeginObject()
-	w.Key("cdiVersion")
-	w.String(r.CDIVersion)
-	w.Key("allocations")
-	if r.Allocations == nil {
-		w.Null()
-	} else {
-		w.BeginArray()
-		for _, a := range r.Allocations {
-			a.WriteJSON(w)
-		}
-		w.EndArray()
-	}
-	w.EndObject()
-}
-
-// WriteJSON writes a.
-func (a Allocation) WriteJSON(w *plainjson.Writer) {
-	w.BeginObject()
-	w.Key("requestId")
-	w.String(a.RequestID)
-	w.Key("request")
-	w.String(a.Request)
-	w.Key("created")
-	WriteTime(w, a.Created)
-	w.Key("result")
-	a.Result.WriteJSON(w)
-	w.EndObject()
-}
-
-// WriteJSON writes r.
-func (r GCResult) WriteJSON(w *plainjson.Writer) {
-	w.BeginObject()
-	w.Key("cdiVersion")
-	w.String(r.CDIVersion)
-	w.Key("released")
-	w.Strings(r.Released)
-	w.EndObject()
-}
-
-// WriteTime writes t as time.Time's MarshalJSON does.
-func WriteTime(w *plainjson.Writer, t time.Time) {
-	w.String(t.Format(time.RFC3339Nano))
-}
-
-func writeDeviceNodes(w *plainjson.Writer, nodes []DeviceNode) {
-	w.BeginArray()
-	for _, n := range nodes {
-		n.WriteJSON(w)
-	}
-	w.EndArray()
+	w.Object(table)
 }

@@ -12,11 +12,21 @@ import (
 	"github.com/cdiexec/cdi/spec/plainjson"
 )
 
-// jsonWriter is what every result type implements for the plugins.
+// jsonWriter is what every document a plugin prints implements.
 type jsonWriter interface{ WriteJSON(*plainjson.Writer) }
 
+// write writes v as the plugins do: a document by its WriteJSON, any other
+// type by its table.
+func write(w *plainjson.Writer, v any) {
+	if doc, ok := v.(jsonWriter); ok {
+		doc.WriteJSON(w)
+		return
+	}
+	w.Object(v.(plainjson.Described))
+}
+
 // fill sets every exported field of the value v points to, recursively, so
-// that a field added to a type without its WriteJSON learning of it makes
+// that a field added to a type without its table learning of it makes
 // the comparison below fail. Strings carry characters that need escaping.
 func fill(v reflect.Value, depth int) {
 	switch v.Kind() {
@@ -78,7 +88,7 @@ func encodingJSON(t *testing.T, v any) string {
 func TestWriteJSONMatchesEncodingJSON(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		v    jsonWriter
+		v    any
 	}{
 		// InfoResult's MarshalJSON goes through json.Marshal, which escapes
 		// <, > and & whatever the encoder says; sameJSON allows for that.
@@ -86,7 +96,7 @@ func TestWriteJSONMatchesEncodingJSON(t *testing.T) {
 		{"Error", filled[Error]()}, {"Error zero", &Error{}},
 		{"AddResult", *filled[AddResult]()}, {"AddResult zero", AddResult{}},
 		{"AddResult empty lists", AddResult{Devices: []string{}, NUMALocality: []int{}, Env: map[string]string{}, Units: []Unit{}}},
-		{"Mount read-write", Mount{HostPath: "/a"}},
+		{"Mount read-write", &Mount{HostPath: "/a"}},
 		{"InfoResult", *filled[InfoResult]()}, {"InfoResult zero", InfoResult{}},
 		{"InfoResult empty inventory", InfoResult{CDIVersion: "0.1.0", Devices: []DeviceInfo{{}}}},
 		{"ListResult", *filled[ListResult]()}, {"ListResult zero", ListResult{}},
@@ -94,10 +104,10 @@ func TestWriteJSONMatchesEncodingJSON(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := plainjson.NewWriter("  ")
-			tc.v.WriteJSON(w)
+			write(w, tc.v)
 			got, want := string(w.Bytes()), encodingJSON(t, tc.v)
 			if !sameJSON(t, got, want) {
-				t.Errorf("WriteJSON:\n%s\nencoding/json:\n%s", got, want)
+				t.Errorf("plainjson:\n%s\nencoding/json:\n%s", got, want)
 			}
 		})
 	}
@@ -113,27 +123,41 @@ func sameJSON(t *testing.T, a, b string) bool {
 	return unescape(a) == unescape(b)
 }
 
-func TestAddResultReadJSON(t *testing.T) {
-	for name, in := range map[string]AddResult{
-		"filled": *filled[AddResult](), "zero": {}, "empty lists": {Devices: []string{}, Units: []Unit{}},
+// TestReadMatchesEncodingJSON holds plainjson.Read, following each
+// type's table, to what encoding/json reads from the same document.
+func TestReadMatchesEncodingJSON(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   plainjson.Described
+		out  func() plainjson.Described // a new value to read into
+	}{
+		{"AddResult", filled[AddResult](), func() plainjson.Described { return &AddResult{} }},
+		{"AddResult zero", &AddResult{}, func() plainjson.Described { return &AddResult{} }},
+		{"AddResult empty lists", &AddResult{Devices: []string{}, Units: []Unit{}}, func() plainjson.Described { return &AddResult{} }},
+		{"ListResult", filled[ListResult](), func() plainjson.Described { return &ListResult{} }},
+		{"DeviceInfo", filled[DeviceInfo](), func() plainjson.Described { return &DeviceInfo{} }},
+		{"DeviceInfo zero", &DeviceInfo{}, func() plainjson.Described { return &DeviceInfo{} }},
+		{"VersionResult", filled[VersionResult](), func() plainjson.Described { return &VersionResult{} }},
+		{"GCResult", filled[GCResult](), func() plainjson.Described { return &GCResult{} }},
+		{"Error", filled[Error](), func() plainjson.Described { return &Error{} }},
 	} {
-		t.Run(name, func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			w := plainjson.NewWriter("")
-			in.WriteJSON(w)
-			var want AddResult
-			if err := json.Unmarshal(w.Bytes(), &want); err != nil {
+			w.Object(tc.in)
+			want := tc.out()
+			if err := json.Unmarshal(w.Bytes(), want); err != nil {
 				t.Fatal(err)
 			}
 			v, err := plainjson.Parse(w.Bytes())
 			if err != nil {
 				t.Fatal(err)
 			}
-			var got AddResult
-			if err := got.ReadJSON(v); err != nil {
+			got := tc.out()
+			if err := plainjson.Read(v, got); err != nil {
 				t.Fatal(err)
 			}
 			if !reflect.DeepEqual(got, want) {
-				t.Errorf("ReadJSON gave %+v, encoding/json %+v", got, want)
+				t.Errorf("plainjson.Read gave %+v, encoding/json %+v", got, want)
 			}
 		})
 	}

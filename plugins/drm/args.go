@@ -1,10 +1,13 @@
 package main
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 
+	"github.com/cdiexec/cdi/plugins/internal/engine"
 	"github.com/cdiexec/cdi/spec"
-	"github.com/tidwall/gjson"
+	"github.com/cdiexec/cdi/spec/plainjson"
 )
 
 // Node kinds of want_device_nodes, as the CDI draft names them.
@@ -20,59 +23,50 @@ type drmArgs struct {
 	vendors map[string]bool
 }
 
+// parseArgs reads want_device_nodes and vendorid_whitelist; either, null
+// or absent, keeps its default.
 func parseArgs(cfg *spec.Config) (drmArgs, error) {
-	a := drmArgs{primary: true, render: true}
-	if v := cfg.Arg("want_device_nodes"); v.Exists() && v.Type != gjson.Null {
-		kinds, err := stringList(v, "want_device_nodes")
-		if err != nil {
-			return a, err
-		}
-		if len(kinds) == 0 {
-			return a, spec.NewError(spec.CodeInvalidConfig, "args.want_device_nodes is empty: a GPU without nodes cannot be used; list %q and/or %q", kindPrimary, kindRender)
-		}
-		a.primary, a.render = false, false
-		for _, k := range kinds {
-			switch k {
-			case kindPrimary:
-				a.primary = true
-			case kindRender:
-				a.render = true
-			default:
-				return a, spec.NewError(spec.CodeInvalidConfig, "args.want_device_nodes: unknown node kind %q (want %q or %q)", k, kindPrimary, kindRender)
-			}
-		}
+	var kinds, vendors []string
+	err := engine.ReadArgs(cfg,
+		engine.Strings("want_device_nodes", &kinds, checkKinds),
+		engine.Strings("vendorid_whitelist", &vendors, checkVendors),
+	)
+	if err != nil {
+		return drmArgs{}, err
 	}
-	if v := cfg.Arg("vendorid_whitelist"); v.Exists() && v.Type != gjson.Null {
-		ids, err := stringList(v, "vendorid_whitelist")
-		if err != nil {
-			return a, err
+	a := drmArgs{primary: kinds == nil || slices.Contains(kinds, kindPrimary), render: kinds == nil || slices.Contains(kinds, kindRender)}
+	for _, id := range vendors {
+		if a.vendors == nil {
+			a.vendors = map[string]bool{}
 		}
-		for _, id := range ids {
-			if !isVendorID(id) {
-				return a, spec.NewError(spec.CodeInvalidConfig, "args.vendorid_whitelist: %q is not a PCI vendor id such as \"0x8086\"", id)
-			}
-			if a.vendors == nil {
-				a.vendors = map[string]bool{}
-			}
-			a.vendors[strings.ToLower(id)] = true
-		}
+		a.vendors[strings.ToLower(id)] = true
 	}
 	return a, nil
 }
 
-// stringList reads a JSON array of strings.
-func stringList(v gjson.Result, name string) ([]string, error) {
-	if !v.IsArray() {
-		return nil, spec.NewError(spec.CodeInvalidConfig, "args.%s must be a list of strings, not %s", name, v.Raw)
+// checkKinds accepts want_device_nodes: nil (both kinds), or a list of
+// known kinds that is not empty.
+func checkKinds(kinds []string) error {
+	if kinds != nil && len(kinds) == 0 {
+		return fmt.Errorf("is empty: a GPU without nodes cannot be used; list %q and/or %q", kindPrimary, kindRender)
 	}
-	var out []string
-	for _, e := range v.Array() {
-		if e.Type != gjson.String {
-			return nil, spec.NewError(spec.CodeInvalidConfig, "args.%s must be a list of strings; %s is not a string", name, e.Raw)
+	for i, k := range kinds {
+		if k != kindPrimary && k != kindRender {
+			return plainjson.AtIndex(i, fmt.Errorf("unknown node kind %q (want %q or %q)", k, kindPrimary, kindRender))
 		}
-		out = append(out, e.String())
 	}
-	return out, nil
+	return nil
+}
+
+// checkVendors accepts vendorid_whitelist: PCI vendor ids, any number
+// (none is all vendors).
+func checkVendors(ids []string) error {
+	for i, id := range ids {
+		if !isVendorID(id) {
+			return plainjson.AtIndex(i, fmt.Errorf("%q is not a PCI vendor id such as \"0x8086\"", id))
+		}
+	}
+	return nil
 }
 
 // isVendorID accepts what sysfs writes to a PCI function's vendor file:

@@ -79,6 +79,29 @@ func TestDiscoverFixture(t *testing.T) {
 	}
 }
 
+// Where nothing shows properties (ADD), discovery finds the same devices
+// without them, the vendor whitelist still applied.
+func TestDiscoverSkipsProperties(t *testing.T) {
+	for _, args := range []string{`{}`, `{"vendorid_whitelist":["0x10de"]}`} {
+		t.Run(args, func(t *testing.T) {
+			full, _ := host(t, fixture(), args)
+			want, err := discover(full)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range want.Devices {
+				want.Devices[i].Properties = nil
+			}
+			brief, _ := host(t, fixture(), args)
+			brief.SkipProperties = true
+			got, err := discover(brief)
+			if err != nil || !reflect.DeepEqual(got, want) {
+				t.Fatalf("got %+v, %v\nwant %+v", got, err, want)
+			}
+		})
+	}
+}
+
 func TestDiscoverArgs(t *testing.T) {
 	tests := []struct {
 		name, args string

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"reflect"
 	"testing"
@@ -136,11 +137,15 @@ func TestShippedConf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Type != "gpu" || cfg.Plugin != "drm" || cfg.Arg("root").String() != "/" {
+	var args map[string]any
+	if err := json.Unmarshal(cfg.Args, &args); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Type != "gpu" || cfg.Plugin != "drm" || args["root"] != "/" {
 		t.Fatalf("unexpected drop-in %s", data)
 	}
 	conf := exectest.Conf(t, cfg.CDIVersion, cfg.Type, cfg.Plugin, map[string]any{
-		"want_device_nodes": cfg.Arg("want_device_nodes").Value(), "vendorid_whitelist": cfg.Arg("vendorid_whitelist").Value(),
+		"want_device_nodes": args["want_device_nodes"], "vendorid_whitelist": args["vendorid_whitelist"],
 		"root": exectest.FixtureRoot(t), "stateDir": t.TempDir(),
 	})
 	r := exectest.Run(t, plugin, exectest.Env("CDI_COMMAND", "INFO"), conf)

@@ -61,7 +61,13 @@ func isHex(s string) bool {
 // configuration does not serve it: a vendor outside the whitelist, or no
 // node of a wanted kind.
 func (a drmArgs) device(h *engine.Host, g *gpu, rs spec.ResourceSpec) (engine.Device, bool) {
-	vendor, err := sysfs.ReadString(h.FS, path.Join(g.dir, "vendor"))
+	// The vendor is for the whitelist and the properties; without
+	// either it is not read.
+	var vendor string
+	var err error
+	if a.vendors != nil || !h.SkipProperties {
+		vendor, err = sysfs.ReadString(h.FS, path.Join(g.dir, "vendor"))
+	}
 	if err != nil && a.vendors != nil {
 		fmt.Fprintf(h.Stderr, "drm: skipping %s: vendor unknown, so the whitelist cannot admit it: %v\n", g.addr, err)
 		return engine.Device{}, false
@@ -85,10 +91,11 @@ func (a drmArgs) device(h *engine.Host, g *gpu, rs spec.ResourceSpec) (engine.De
 	if err != nil {
 		fmt.Fprintf(h.Stderr, "drm: %s: NUMA node unknown: %v\n", g.addr, err)
 	}
-	return engine.Device{
-		ID: g.addr, Resource: rs, Nodes: nodes, NUMANode: numa,
-		Healthy: nodesExist(h.FS, nodes), Properties: g.properties(h.FS, vendor),
-	}, true
+	d := engine.Device{ID: g.addr, Resource: rs, Nodes: nodes, NUMANode: numa, Healthy: nodesExist(h.FS, nodes)}
+	if !h.SkipProperties {
+		d.Properties = g.properties(h.FS, vendor)
+	}
+	return d, true
 }
 
 // nodesExist is the health check: a GPU whose node is gone (driver

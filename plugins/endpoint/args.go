@@ -11,7 +11,6 @@ import (
 	"github.com/cdiexec/cdi/plugins/internal/engine"
 	"github.com/cdiexec/cdi/spec"
 	"github.com/cdiexec/cdi/spec/plainjson"
-	"github.com/tidwall/gjson"
 )
 
 // Probe timeout bounds: the default keeps INFO fast; the maximum keeps a
@@ -61,6 +60,21 @@ type probeArgs struct {
 	TimeoutMs *int
 }
 
+// AppendMembers describes p as args.probe holds it.
+func (p *probeArgs) AppendMembers(ms []plainjson.Member) []plainjson.Member {
+	return append(ms, plainjson.Bool("tcp", &p.TCP), plainjson.IntPtr("timeoutMs", &p.TimeoutMs))
+}
+
+// AppendMembers describes e as args.endpoints holds it.
+func (e *endpoint) AppendMembers(ms []plainjson.Member) []plainjson.Member {
+	return append(ms,
+		plainjson.String("id", &e.ID),
+		plainjson.String("url", &e.URL),
+		plainjson.StringMap("env", &e.Env),
+		plainjson.StringMap("properties", &e.Properties),
+	)
+}
+
 // endpointArgs are the plugin's own args, checked.
 type endpointArgs struct {
 	endpoints []endpoint
@@ -69,105 +83,81 @@ type endpointArgs struct {
 	timeout   time.Duration
 }
 
+// parseArgs reads envPrefix, probe and endpoints; probe and endpoints
+// refuse unknown members, so that a misspelt key is an error rather than
+// ignored.
 func parseArgs(cfg *spec.Config) (endpointArgs, error) {
 	a := endpointArgs{prefix: strings.ToUpper(cfg.Type), timeout: defaultTimeout}
-	if v := cfg.Arg("envPrefix"); v.Exists() {
-		if v.Type != gjson.String || !isEnvName(v.String()) {
-			return a, spec.NewError(spec.CodeInvalidConfig, "args.envPrefix must be a variable name such as CAMERA, not %s", v.Raw)
-		}
-		a.prefix = v.String()
-	}
-	p, err := readProbe(cfg.Arg("probe"))
+	var p probeArgs
+	err := engine.ReadArgs(cfg,
+		engine.String("envPrefix", &a.prefix, checkEnvPrefix),
+		engine.Object("probe", &p, checkProbe),
+		engine.Objects("endpoints", &a.endpoints, func(eps []endpoint) error { return checkEndpoints(eps, a.prefix, p.TCP) }),
+	)
 	if err != nil {
 		return a, err
 	}
-	if p.TimeoutMs != nil {
-		if *p.TimeoutMs < 1 || *p.TimeoutMs > maxTimeoutMs {
-			return a, spec.NewError(spec.CodeInvalidConfig, "args.probe.timeoutMs must be from 1 to %d, not %d", maxTimeoutMs, *p.TimeoutMs)
-		}
-		a.timeout = time.Duration(*p.TimeoutMs) * time.Millisecond
-	}
 	a.probe = p.TCP
-	if a.endpoints, err = readEndpoints(cfg.Arg("endpoints")); err != nil {
-		return a, err
-	}
-	seen := map[string]bool{}
-	for i := range a.endpoints {
-		e := &a.endpoints[i]
-		if err := a.check(e); err != nil {
-			return a, spec.NewError(spec.CodeInvalidConfig, "args.endpoints[%d]: %w", i, err)
-		}
-		if seen[e.ID] {
-			return a, spec.NewError(spec.CodeInvalidConfig, "args.endpoints[%d]: id %q is used twice", i, e.ID)
-		}
-		seen[e.ID] = true
+	if p.TimeoutMs != nil {
+		a.timeout = time.Duration(*p.TimeoutMs) * time.Millisecond
 	}
 	return a, nil
 }
 
-// readProbe reads the optional args.probe, refusing unknown members so
-// that a misspelt key is an error rather than ignored. Absent and null
-// read as no probe.
-func readProbe(v gjson.Result) (probeArgs, error) {
-	var p probeArgs
-	err := plainjson.Object(v, plainjson.Fields{
-		"tcp":       plainjson.Bool(&p.TCP),
-		"timeoutMs": plainjson.IntPtr(&p.TimeoutMs),
-	}, true)
-	if err != nil {
-		return p, spec.NewError(spec.CodeInvalidConfig, "args.probe: %w", err)
+func checkEnvPrefix(prefix string) error {
+	if !isEnvName(prefix) {
+		return fmt.Errorf("%q is not a variable name such as CAMERA", prefix)
 	}
-	return p, nil
+	return nil
 }
 
-// readEndpoints reads the optional args.endpoints, refusing unknown
-// members as readProbe does. Absent and null read as no endpoints.
-func readEndpoints(v gjson.Result) ([]endpoint, error) {
-	if !v.Exists() || v.Type == gjson.Null {
-		return nil, nil
+func checkProbe(p probeArgs) error {
+	if p.TimeoutMs == nil {
+		return nil
 	}
-	if !v.IsArray() {
-		return nil, spec.NewError(spec.CodeInvalidConfig, "args.endpoints must be a list of {id, url, env, properties}, not %s", v.Raw)
+	if err := engine.Between(1, maxTimeoutMs)(*p.TimeoutMs); err != nil {
+		return plainjson.At("timeoutMs", err)
 	}
-	var eps []endpoint
-	err := plainjson.Array(v, func(_ int, e gjson.Result) error {
-		var ep endpoint
-		err := plainjson.Object(e, plainjson.Fields{
-			"id":         plainjson.String(&ep.ID),
-			"url":        plainjson.String(&ep.URL),
-			"env":        plainjson.StringMap(&ep.Env),
-			"properties": plainjson.StringMap(&ep.Properties),
-		}, true)
-		eps = append(eps, ep)
-		return err
-	})
-	if err != nil {
-		// v is an array, so the error is about an element and starts with
-		// its index: "args.endpoints[1]: env: ...".
-		return nil, spec.NewError(spec.CodeInvalidConfig, "args.endpoints%w", err)
+	return nil
+}
+
+// checkEndpoints checks every endpoint and, when probing, works out its
+// address; an id used twice is refused.
+func checkEndpoints(eps []endpoint, prefix string, probe bool) error {
+	seen := map[string]bool{}
+	for i := range eps {
+		e := &eps[i]
+		if err := e.check(prefix, probe); err != nil {
+			return plainjson.AtIndex(i, err)
+		}
+		if seen[e.ID] {
+			return plainjson.AtIndex(i, plainjson.At("id", fmt.Errorf("%q is used twice", e.ID)))
+		}
+		seen[e.ID] = true
 	}
-	return eps, nil
+	return nil
 }
 
 // check validates an endpoint and, when probing, works out its address.
-func (a endpointArgs) check(e *endpoint) error {
+func (e *endpoint) check(prefix string, probe bool) error {
+	// CDI's rules too: the id becomes the device name of a CDI spec.
 	if err := engine.CheckDeviceID(e.ID); err != nil {
-		return err
+		return plainjson.At("id", err)
 	}
 	u, err := url.Parse(e.URL)
 	if err != nil || u.Scheme == "" || u.Hostname() == "" {
-		return fmt.Errorf("url %q must be absolute with a host, e.g. rtsp://10.0.0.5/stream", e.URL)
+		return plainjson.At("url", fmt.Errorf("%q must be absolute with a host, e.g. rtsp://10.0.0.5/stream", e.URL))
 	}
 	e.parsed = u
 	for k := range e.Env {
 		if !isEnvName(k) {
-			return fmt.Errorf("env: %q is not a variable name", k)
+			return plainjson.At("env", fmt.Errorf("%q is not a variable name", k))
 		}
-		if k == a.prefix+"_URL" || k == a.prefix+"_ID" {
-			return fmt.Errorf("env: %s is set by the plugin", k)
+		if k == prefix+"_URL" || k == prefix+"_ID" {
+			return plainjson.At("env", fmt.Errorf("%s is set by the plugin", k))
 		}
 	}
-	if !a.probe {
+	if !probe {
 		return nil
 	}
 	port := u.Port()
@@ -175,7 +165,7 @@ func (a endpointArgs) check(e *endpoint) error {
 		port = defaultPort(u.Scheme)
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return fmt.Errorf("url %q cannot be probed: it names no usable port and scheme %q has no default one", e.URL, u.Scheme)
+		return plainjson.At("url", fmt.Errorf("%q cannot be probed: it names no usable port and scheme %q has no default one", e.URL, u.Scheme))
 	}
 	e.addr = net.JoinHostPort(u.Hostname(), port)
 	return nil

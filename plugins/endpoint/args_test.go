@@ -44,8 +44,8 @@ func TestParseArgsRefuses(t *testing.T) {
 		{"url as an object", `{"endpoints":[{"id":"a","url":{"host":"h"}}]}`, true},
 		{"endpoint as a number", `{"endpoints":[5]}`, true},
 		{"endpoint as a string", `{"endpoints":["rtsp://h"]}`, true},
-		{"endpoints as an object", `{"endpoints":{}}`, false},
-		{"endpoints as a string", `{"endpoints":"rtsp://h"}`, false},
+		{"endpoints as an object", `{"endpoints":{}}`, true},
+		{"endpoints as a string", `{"endpoints":"rtsp://h"}`, true},
 		{"null endpoint", `{"endpoints":[null]}`, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -66,14 +66,10 @@ func ttyNumber(name string) (int, bool) {
 	return n, err == nil && n >= 0
 }
 
+// reservedArg reads num_system_reserved: the highest terminal the system
+// keeps, up to 2^20.
 func reservedArg(cfg *spec.Config) (int, error) {
-	v := cfg.Arg("num_system_reserved")
-	if !v.Exists() {
-		return defaultReserved, nil
-	}
-	n := v.Int()
-	if v.Type.String() != "Number" || float64(n) != v.Float() || n < 0 || n > 1<<20 {
-		return 0, spec.NewError(spec.CodeInvalidConfig, "args.num_system_reserved must be a non-negative integer, not %s", v.Raw)
-	}
-	return int(n), nil
+	reserved := defaultReserved
+	err := engine.ReadArgs(cfg, engine.Int("num_system_reserved", &reserved, engine.Between(0, 1<<20)))
+	return reserved, err
 }

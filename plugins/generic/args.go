@@ -1,13 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"path"
 	"strings"
 
+	"github.com/cdiexec/cdi/plugins/internal/engine"
 	"github.com/cdiexec/cdi/spec"
 	"github.com/cdiexec/cdi/spec/plainjson"
-	"github.com/tidwall/gjson"
 )
 
 // perDevice modes of a group.
@@ -26,59 +27,57 @@ type group struct {
 	resource spec.ResourceSpec
 }
 
-// parseGroups reads args.groups. Unknown fields are errors, so that a typo
-// such as "perDevices" is reported instead of silently ignored.
+// AppendMembers describes g as args.groups holds it.
+func (g *group) AppendMembers(ms []plainjson.Member) []plainjson.Member {
+	return append(ms,
+		plainjson.String("name", &g.Name),
+		plainjson.Strings("paths", &g.Paths),
+		plainjson.String("perDevice", &g.PerDevice),
+		plainjson.String("permissions", &g.Permissions),
+	)
+}
+
+// parseGroups reads args.groups, which must name at least one group.
+// Unknown fields are errors, so that a typo such as "perDevices" is
+// reported instead of silently ignored.
 func parseGroups(cfg *spec.Config) ([]group, error) {
-	v := cfg.Arg("groups")
-	if !v.IsArray() {
-		return nil, spec.NewError(spec.CodeInvalidConfig, "args.groups must be a list of {name, paths, perDevice, permissions}")
-	}
 	var groups []group
-	err := plainjson.Array(v, func(_ int, e gjson.Result) error {
-		var g group
-		err := plainjson.Object(e, plainjson.Fields{
-			"name":        plainjson.String(&g.Name),
-			"paths":       plainjson.Strings(&g.Paths),
-			"perDevice":   plainjson.String(&g.PerDevice),
-			"permissions": plainjson.String(&g.Permissions),
-		}, true)
-		groups = append(groups, g)
-		return err
-	})
-	if err != nil {
-		// v is an array, so the error is about an element and starts with
-		// its index: "args.groups[1]: paths: ...".
-		return nil, spec.NewError(spec.CodeInvalidConfig, "args.groups%w", err)
-	}
+	err := engine.ReadArgs(cfg, engine.Objects("groups", &groups, func(gs []group) error { return checkGroups(gs, cfg.Type) }))
+	return groups, err
+}
+
+// checkGroups checks every group, fills in its defaults and resource-spec,
+// and refuses a name used twice.
+func checkGroups(groups []group, typ string) error {
 	if len(groups) == 0 {
-		return nil, spec.NewError(spec.CodeInvalidConfig, "args.groups is empty: the configuration would serve nothing")
+		return errors.New("none given: the configuration would serve nothing; list {name, paths, perDevice, permissions}")
 	}
 	seen := map[string]bool{}
 	for i := range groups {
 		g := &groups[i]
-		if err := g.check(cfg.Type); err != nil {
-			return nil, spec.NewError(spec.CodeInvalidConfig, "args.groups[%d]: %w", i, err)
+		if err := g.check(typ); err != nil {
+			return plainjson.AtIndex(i, err)
 		}
 		if seen[g.Name] {
-			return nil, spec.NewError(spec.CodeInvalidConfig, "args.groups[%d]: name %q is used twice", i, g.Name)
+			return plainjson.AtIndex(i, plainjson.At("name", fmt.Errorf("%q is used twice", g.Name)))
 		}
 		seen[g.Name] = true
 	}
-	return groups, nil
+	return nil
 }
 
 // check validates a group and fills in its defaults and resource-spec.
 func (g *group) check(typ string) error {
 	g.resource = spec.ResourceSpec{Type: typ, Subtype: g.Name}
 	if _, err := spec.ParseResourceSpec(g.resource.String()); g.Name != "" && err != nil {
-		return fmt.Errorf("name %q is not a resource-subtype (1-15 letters or digits)", g.Name)
+		return plainjson.At("name", fmt.Errorf("%q is not a resource-subtype (1-15 letters or digits)", g.Name))
 	}
 	if len(g.Paths) == 0 {
-		return fmt.Errorf("paths is empty")
+		return plainjson.At("paths", errors.New("is empty"))
 	}
-	for _, p := range g.Paths {
+	for i, p := range g.Paths {
 		if err := checkPattern(p); err != nil {
-			return err
+			return plainjson.At("paths", plainjson.AtIndex(i, err))
 		}
 	}
 	switch g.PerDevice {
@@ -86,21 +85,24 @@ func (g *group) check(typ string) error {
 		g.PerDevice = perGlob
 	case perGlob, perAll:
 	default:
-		return fmt.Errorf("perDevice %q must be %q or %q", g.PerDevice, perGlob, perAll)
+		return plainjson.At("perDevice", fmt.Errorf("%q must be %q or %q", g.PerDevice, perGlob, perAll))
 	}
 	if g.Permissions == "" {
 		g.Permissions = "rw"
 	}
-	return checkPermissions(g.Permissions)
+	if err := checkPermissions(g.Permissions); err != nil {
+		return plainjson.At("permissions", err)
+	}
+	return nil
 }
 
 // checkPattern accepts an absolute, clean glob in path.Match syntax.
 func checkPattern(p string) error {
 	if !path.IsAbs(p) || p == "/" || path.Clean(p) != p {
-		return fmt.Errorf("path %q must be an absolute, clean host path such as /dev/ttyUSB*", p)
+		return fmt.Errorf("%q must be an absolute, clean host path such as /dev/ttyUSB*", p)
 	}
 	if _, err := path.Match(p, ""); err != nil {
-		return fmt.Errorf("path %q: %w", p, err)
+		return fmt.Errorf("%q: %w", p, err)
 	}
 	return nil
 }
@@ -110,7 +112,7 @@ func checkPattern(p string) error {
 func checkPermissions(p string) error {
 	for i, c := range p {
 		if !strings.ContainsRune("rwm", c) || strings.ContainsRune(p[:i], c) {
-			return fmt.Errorf("permissions %q must combine r, w and m, each at most once", p)
+			return fmt.Errorf("%q must combine r, w and m, each at most once", p)
 		}
 	}
 	return nil

@@ -33,7 +33,7 @@ func TestParseGroupsRefuses(t *testing.T) {
 		{"group as a list", `{"groups":[["/dev/a"]]}`, true},
 		{"group as a string", `{"groups":["/dev/a"]}`, true},
 		{"groups null", `{"groups":null}`, false},
-		{"groups as a string", `{"groups":"/dev/a"}`, false},
+		{"groups as a string", `{"groups":"/dev/a"}`, true},
 		{"null group", `{"groups":[null]}`, false},
 		{"paths null", `{"groups":[{"name":"a","paths":null}]}`, false},
 	} {

@@ -39,13 +39,18 @@ func discover(h *engine.Host) (*engine.Inventory, error) {
 		if err != nil {
 			return nil, err
 		}
+		// A group the call does not want (Host.Wants) still claims its
+		// paths and takes its ids, so that the wanted groups get what they
+		// would get if all were discovered.
 		for _, d := range g.devices(h, paths, classes) {
 			if err := engine.CheckDeviceID(d.ID); err != nil || ids[d.ID] {
 				fmt.Fprintf(h.Stderr, "generic: skipping %s: no usable device id (%q is invalid or taken)\n", d.Properties["path"], d.ID)
 				continue
 			}
 			ids[d.ID] = true
-			inv.Devices = append(inv.Devices, d)
+			if h.Wants(d.Resource) {
+				inv.Devices = append(inv.Devices, d)
+			}
 		}
 	}
 	return inv, nil
@@ -97,10 +102,11 @@ func (g *group) devices(h *engine.Host, paths, classes []string) []engine.Device
 	return out
 }
 
+// device describes the device of paths. Its NUMA node, and its health,
+// are looked up only where the call wants the group's devices.
 func (g *group) device(h *engine.Host, id string, paths, classes []string) engine.Device {
 	d := engine.Device{
 		ID: id, Resource: g.resource, Healthy: true,
-		NUMANode:   commonNUMA(h, paths, classes),
 		Properties: map[string]string{"path": strings.Join(paths, ",")},
 	}
 	if g.Name != "" {
@@ -108,6 +114,12 @@ func (g *group) device(h *engine.Host, id string, paths, classes []string) engin
 	}
 	for _, p := range paths {
 		d.Nodes = append(d.Nodes, spec.DeviceNode{HostPath: p, ContainerPath: p, Permissions: g.Permissions})
+	}
+	if !h.Wants(g.resource) {
+		return d
+	}
+	d.NUMANode = commonNUMA(h, paths, classes)
+	for _, p := range paths {
 		// The glob saw the entry, but a dangling link is a node that is gone.
 		if name, err := sysfs.HostToName(p); err != nil || !sysfs.Exists(h.FS, name) {
 			d.Healthy = false

@@ -91,6 +91,36 @@ func TestDiscoverFixture(t *testing.T) {
 	}
 }
 
+// An ADD that wants some groups' devices gets exactly those of a whole
+// discovery, while the other groups still claim their paths and ids: the
+// catch-all below gets no serial port whichever group is wanted.
+func TestDiscoverWanted(t *testing.T) {
+	for _, args := range []string{exampleGroups, `{"groups":[
+		{"name":"usb","paths":["/dev/ttyUSB*"]},
+		{"name":"all","paths":["/dev/tty*"]}]}`} {
+		all, _ := discoverOK(t, fixture(), args)
+		for _, wanted := range all.Resources {
+			t.Run(wanted.String(), func(t *testing.T) {
+				h, _ := host(t, fixture(), args)
+				h.Wanted = []spec.ResourceSpec{wanted}
+				got, err := discover(h)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := &engine.Inventory{Resources: all.Resources}
+				for _, d := range all.Devices {
+					if d.Resource == wanted {
+						want.Devices = append(want.Devices, d)
+					}
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("got  %+v\nwant %+v", got, want)
+				}
+			})
+		}
+	}
+}
+
 // TestFirstGroupWins checks that a catch-all group after a specific one
 // does not get the specific group's nodes again.
 func TestFirstGroupWins(t *testing.T) {

@@ -91,12 +91,15 @@ func CreateTemp(dir, pattern string, data []byte, perm fs.FileMode) (string, err
 }
 
 // writeNew creates name exclusively, never through a link, and fills it.
+// It opens a plain descriptor and wraps it with os.NewFile: os.OpenFile
+// would bring the runtime's poller up, which a regular file never needs
+// and a plugin's short call notices.
 func writeNew(name string, data []byte, perm fs.FileMode) error {
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, perm)
+	fd, err := syscall.Open(name, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, uint32(perm.Perm()))
 	if err != nil {
-		return err
+		return &fs.PathError{Op: "open", Path: name, Err: err}
 	}
-	return fill(f, data, perm)
+	return fill(os.NewFile(uintptr(fd), name), data, perm)
 }
 
 // fill writes data to f, sets its mode, syncs and closes it; on failure it

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"time"
-
-	"github.com/tidwall/gjson"
 )
 
 // ErrType is wrapped by every reader error about a value of the wrong type
@@ -14,259 +12,131 @@ import (
 var ErrType = errors.New("wrong JSON type")
 
 // MaxDepth is how deeply arrays and objects may nest in a document Parse
-// accepts. The project's documents nest six deep at most; gjson's
-// validator recurses once per level, so a megabyte of "[" took hundreds of
-// megabytes of stack before this bound.
+// accepts. The project's documents nest six deep at most; Parse recurses
+// once per level, so that a megabyte of "[" would take hundreds of
+// megabytes of stack without this bound.
 const MaxDepth = 64
 
-// Parse checks that data is one valid JSON document, nested at most
-// MaxDepth deep, and returns it. gjson itself does not validate, so every
-// reader starts here.
-func Parse(data []byte) (gjson.Result, error) {
-	if err := checkDepth(data); err != nil {
-		return gjson.Result{}, err
+// readNullable reads v into dst with read, leaving dst as it was where v
+// is null unless o refuses null.
+func readNullable[T any](dst *T, v Value, o readOptions, read func(*T, Value) error) error {
+	if v.Kind == KindNull && !o.notNull {
+		return nil
 	}
-	if !gjson.ValidBytes(data) {
-		return gjson.Result{}, errors.New("not valid JSON")
-	}
-	return gjson.ParseBytes(data), nil
+	return read(dst, v)
 }
 
-// checkDepth fails when arrays and objects in data, outside strings, nest
-// deeper than MaxDepth. It does not validate: unbalanced brackets are left
-// to gjson.
-func checkDepth(data []byte) error {
-	depth, inString, escaped := 0, false, false
-	for _, c := range data {
-		switch {
-		case escaped:
-			escaped = false
-		case inString:
-			escaped = c == '\\'
-			inString = c != '"'
-		case c == '"':
-			inString = true
-		case c == '[' || c == '{':
-			if depth++; depth > MaxDepth {
-				return fmt.Errorf("not valid JSON: nested deeper than %d", MaxDepth)
-			}
-		case c == ']' || c == '}':
-			depth--
-		}
+func readString(dst *string, v Value) error {
+	if v.Kind != KindString {
+		return typeError(v, "a string")
 	}
+	*dst = v.String()
 	return nil
 }
 
-// Fields maps member names to the readers of their values.
-type Fields map[string]func(gjson.Result) error
-
-// Object reads object v member by member. Unknown members are skipped
-// unless strict, when they are an error, so that a misspelt key in a
-// configuration is reported rather than ignored. null reads as an empty
-// object. Errors name the member they arose in.
-func Object(v gjson.Result, fields Fields, strict bool) error {
-	if v.Type == gjson.Null {
-		return nil
+func readInt(dst *int, v Value) error {
+	n, err := toInt(v)
+	if err == nil {
+		*dst = n
 	}
-	if !v.IsObject() {
-		return typeError(v, "an object")
-	}
-	var err error
-	v.ForEach(func(k, val gjson.Result) bool {
-		read, ok := fields[k.String()]
-		if !ok {
-			if strict {
-				err = fmt.Errorf("unknown field %q: %w", k.String(), ErrType)
-			}
-			return !strict
-		}
-		if e := read(val); e != nil {
-			err = fmt.Errorf("%s: %w", k.String(), e)
-			return false
-		}
-		return true
-	})
 	return err
 }
 
-// Array reads array v element by element; null reads as no elements.
-func Array(v gjson.Result, read func(int, gjson.Result) error) error {
-	if v.Type == gjson.Null {
+func readBool(dst *bool, v Value) error {
+	if v.Kind != KindTrue && v.Kind != KindFalse {
+		return typeError(v, "true or false")
+	}
+	*dst = v.Kind == KindTrue
+	return nil
+}
+
+// readTime reads an RFC 3339 timestamp, as time.Time's MarshalJSON writes
+// it.
+func readTime(dst *time.Time, v Value) error {
+	if v.Kind != KindString {
+		return typeError(v, "an RFC 3339 time")
+	}
+	t, err := time.Parse(time.RFC3339, v.String())
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrType, err)
+	}
+	*dst = t
+	return nil
+}
+
+// readIntPtr reads an integer into a new int at *dst; null sets *dst to
+// nil.
+func readIntPtr(dst **int, v Value) error {
+	if v.Kind == KindNull {
+		*dst = nil
+		return nil
+	}
+	n, err := toInt(v)
+	if err == nil {
+		*dst = &n
+	}
+	return err
+}
+
+// readList reads array v into dst, each element with read; null sets dst
+// to nil and [] to an empty slice. On error dst is left as it was, and
+// the error names the element.
+func readList[T any](dst *[]T, v Value, read func(*T, Value) error) error {
+	if v.Kind == KindNull {
+		*dst = nil
 		return nil
 	}
 	if !v.IsArray() {
 		return typeError(v, "an array")
 	}
+	out := []T{}
 	var err error
-	i := 0
-	v.ForEach(func(_, val gjson.Result) bool {
-		if e := read(i, val); e != nil {
-			err = fmt.Errorf("[%d]: %w", i, e)
+	v.Elements(func(e Value) bool {
+		var x T
+		if err = read(&x, e); err != nil {
+			err = AtIndex(len(out), err)
 			return false
 		}
-		i++
+		out = append(out, x)
 		return true
 	})
+	if err == nil {
+		*dst = out
+	}
 	return err
 }
 
-// String reads a string into dst; null leaves dst as it is.
-func String(dst *string) func(gjson.Result) error {
-	return func(v gjson.Result) error {
-		switch v.Type {
-		case gjson.Null:
-			return nil
-		case gjson.String:
-			*dst = v.String()
-			return nil
-		}
-		return typeError(v, "a string")
-	}
-}
-
-// Int reads an integer into dst; null leaves dst as it is.
-func Int(dst *int) func(gjson.Result) error {
-	return func(v gjson.Result) error {
-		if v.Type == gjson.Null {
-			return nil
-		}
-		n, err := toInt(v)
-		if err == nil {
-			*dst = n
-		}
-		return err
-	}
-}
-
-// Bool reads true or false into dst; null leaves dst as it is.
-func Bool(dst *bool) func(gjson.Result) error {
-	return func(v gjson.Result) error {
-		switch v.Type {
-		case gjson.Null:
-			return nil
-		case gjson.True, gjson.False:
-			*dst = v.Bool()
-			return nil
-		}
-		return typeError(v, "true or false")
-	}
-}
-
-// List reads an array into dst, each element with read; null sets dst to
-// nil and [] to an empty slice.
-func List[T any](dst *[]T, read func(*T, gjson.Result) error) func(gjson.Result) error {
-	return func(v gjson.Result) error {
-		var out []T
-		if v.Type != gjson.Null {
-			out = []T{}
-		}
-		err := Array(v, func(_ int, e gjson.Result) error {
-			var x T
-			err := read(&x, e)
-			out = append(out, x)
-			return err
-		})
-		if err == nil {
-			*dst = out
-		}
-		return err
-	}
-}
-
-// Strings reads an array of strings into dst; null sets dst to nil. A null
-// element is refused.
-func Strings(dst *[]string) func(gjson.Result) error { return List(dst, stringElem) }
-
-// stringElem reads one element of a list or map of strings; null is not
-// a string.
-func stringElem(s *string, e gjson.Result) error {
-	if e.Type != gjson.String {
-		return typeError(e, "a string")
-	}
-	*s = e.String()
-	return nil
-}
-
-// Ints reads an array of integers into dst; null sets dst to nil. A null
-// element is refused.
-func Ints(dst *[]int) func(gjson.Result) error {
-	return List(dst, func(n *int, e gjson.Result) (err error) {
-		*n, err = toInt(e)
-		return err
-	})
-}
-
-// IntPtr reads an integer into a new int at *dst; null sets *dst to nil,
-// for optional members whose zero is a valid value.
-func IntPtr(dst **int) func(gjson.Result) error {
-	return func(v gjson.Result) error {
-		if v.Type == gjson.Null {
-			*dst = nil
-			return nil
-		}
-		n, err := toInt(v)
-		if err == nil {
-			*dst = &n
-		}
-		return err
-	}
-}
-
-// Map reads an object into dst, each member's value with read; null sets
-// dst to nil and {} to an empty map. A member's error names its key.
-func Map[T any](dst *map[string]T, read func(*T, gjson.Result) error) func(gjson.Result) error {
-	return func(v gjson.Result) error {
-		if v.Type == gjson.Null {
-			*dst = nil
-			return nil
-		}
-		if !v.IsObject() {
-			return typeError(v, "an object")
-		}
-		out := map[string]T{}
-		var err error
-		v.ForEach(func(k, e gjson.Result) bool {
-			var x T
-			if err = read(&x, e); err != nil {
-				err = fmt.Errorf("%s: %w", k.String(), err)
-				return false
-			}
-			out[k.String()] = x
-			return true
-		})
-		if err == nil {
-			*dst = out
-		}
-		return err
-	}
-}
-
-// StringMap reads an object of strings into dst; null sets dst to nil. A
-// null member is refused.
-func StringMap(dst *map[string]string) func(gjson.Result) error { return Map(dst, stringElem) }
-
-// Time reads an RFC 3339 timestamp, as time.Time's MarshalJSON writes it.
-func Time(dst *time.Time) func(gjson.Result) error {
-	return func(v gjson.Result) error {
-		if v.Type == gjson.Null {
-			return nil
-		}
-		if v.Type != gjson.String {
-			return typeError(v, "an RFC 3339 time")
-		}
-		t, err := time.Parse(time.RFC3339, v.String())
-		if err != nil {
-			return fmt.Errorf("%w: %w", ErrType, err)
-		}
-		*dst = t
+// readStringMap reads an object of strings into dst; null sets dst to nil
+// and {} to an empty map. A member's error names its key.
+func readStringMap(dst *map[string]string, v Value) error {
+	if v.Kind == KindNull {
+		*dst = nil
 		return nil
 	}
+	if !v.IsObject() {
+		return typeError(v, "an object")
+	}
+	out := map[string]string{}
+	var err error
+	v.Members(func(name string, e Value) bool {
+		var s string
+		if err = readString(&s, e); err != nil {
+			err = At(name, err)
+			return false
+		}
+		out[name] = s
+		return true
+	})
+	if err == nil {
+		*dst = out
+	}
+	return err
 }
 
 // toInt returns v as an int if it is written as one that fits: as with
 // encoding/json, 1.0 and 1e3 are not integers.
-func toInt(v gjson.Result) (int, error) {
-	if v.Type != gjson.Number {
+func toInt(v Value) (int, error) {
+	if v.Kind != KindNumber {
 		return 0, typeError(v, "an integer")
 	}
 	n, err := strconv.Atoi(v.Raw)
@@ -277,7 +147,7 @@ func toInt(v gjson.Result) (int, error) {
 }
 
 // typeError says what v should have been, quoting a short excerpt of it.
-func typeError(v gjson.Result, want string) error {
+func typeError(v Value, want string) error {
 	raw := v.Raw
 	if len(raw) > 40 {
 		raw = raw[:40] + "..."

@@ -18,12 +18,17 @@ type Writer struct {
 	open []int
 	// keyed is true between a Key and its value.
 	keyed bool
+	// tables holds the tables of the objects Object is writing, the
+	// innermost last.
+	tables []Member
 }
 
 // NewWriter returns a Writer. An empty indent writes compact JSON; any
 // other indents nested members as json.MarshalIndent(v, "", indent) does.
 func NewWriter(indent string) *Writer {
-	return &Writer{buf: make([]byte, 0, 512), indent: indent}
+	// Room for the project's deepest documents from the start: each
+	// allocation of a new size is a fresh page for a plugin to fault in.
+	return &Writer{buf: make([]byte, 0, 512), indent: indent, open: make([]int, 0, 8), tables: newTables()}
 }
 
 // Bytes returns the document written so far.

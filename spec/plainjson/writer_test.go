@@ -3,7 +3,9 @@ package plainjson
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"testing"
+	"time"
 )
 
 // encodingJSON is what encoding/json writes for v with the given indent
@@ -111,4 +113,74 @@ func FuzzAppendString(f *testing.F) {
 			t.Errorf("AppendString(%q) = %s, want %s", s, got, want)
 		}
 	})
+}
+
+// every has a member of each kind, with and without omitempty.
+type every struct {
+	S     string            `json:"s"`
+	SO    string            `json:"so,omitempty"`
+	N     int               `json:"n"`
+	NO    int               `json:"no,omitempty"`
+	B     bool              `json:"b"`
+	BO    bool              `json:"bo,omitempty"`
+	P     *int              `json:"p"`
+	PO    *int              `json:"po,omitempty"`
+	SS    []string          `json:"ss"`
+	SSO   []string          `json:"sso,omitempty"`
+	NS    []int             `json:"ns"`
+	NSO   []int             `json:"nso,omitempty"`
+	M     map[string]string `json:"m"`
+	MO    map[string]string `json:"mo,omitempty"`
+	T     time.Time         `json:"t"`
+	Inner item              `json:"inner"`
+	List  []item            `json:"list"`
+	ListO []item            `json:"listO,omitempty"`
+}
+
+func (e *every) AppendMembers(ms []Member) []Member {
+	return append(ms,
+		String("s", &e.S), String("so", &e.SO).OmitEmpty(), Int("n", &e.N), Int("no", &e.NO).OmitEmpty(),
+		Bool("b", &e.B), Bool("bo", &e.BO).OmitEmpty(), IntPtr("p", &e.P), IntPtr("po", &e.PO).OmitEmpty(),
+		Strings("ss", &e.SS), Strings("sso", &e.SSO).OmitEmpty(), Ints("ns", &e.NS), Ints("nso", &e.NSO).OmitEmpty(),
+		StringMap("m", &e.M), StringMap("mo", &e.MO).OmitEmpty(), Time("t", &e.T),
+		Object("inner", &e.Inner), Objects("list", &e.List), Objects("listO", &e.ListO).OmitEmpty(),
+	)
+}
+
+// TestObjectMatchesEncodingJSON holds Writer.Object to what encoding/json
+// writes for the same json tags, and Read to reading it back.
+func TestObjectMatchesEncodingJSON(t *testing.T) {
+	n := 3
+	at := time.Date(2026, 11, 23, 10, 0, 0, 5, time.FixedZone("x", 3600))
+	for name, e := range map[string]every{
+		"zero": {},
+		"empty lists and maps": {SS: []string{}, SSO: []string{}, NS: []int{}, NSO: []int{}, M: map[string]string{},
+			MO: map[string]string{}, List: []item{}, ListO: []item{}},
+		"filled": {S: "a\"<", SO: "b", N: -1, NO: 2, B: true, BO: true, P: &n, PO: &n, SS: []string{"x"}, SSO: []string{"y"},
+			NS: []int{1}, NSO: []int{2}, M: map[string]string{"b": "1", "a": "2"}, MO: map[string]string{"k": "v"}, T: at,
+			Inner: item{4}, List: []item{{5}, {6}}, ListO: []item{{7}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := NewWriter("  ")
+			w.Object(&e)
+			if got, want := string(w.Bytes()), encodingJSON(t, &e, "  "); got != want {
+				t.Fatalf("Object:\n%s\nencoding/json:\n%s", got, want)
+			}
+			var want every
+			if err := json.Unmarshal(w.Bytes(), &want); err != nil {
+				t.Fatal(err)
+			}
+			v, err := Parse(w.Bytes())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got every
+			if err := Read(v, &got); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("Read gave %+v\nencoding/json %+v", got, want)
+			}
+		})
+	}
 }

@@ -117,12 +117,13 @@ func (p phaseSubject) phases(ctx context.Context, i int) ([3]sample, error) {
 
 // printBreakdown splits each plugin's ADD+DEL into the two execs any
 // binary pays (the floor's), the plugin's start-up beyond the floor's,
-// and the work after start-up, next to what the 1.5x target leaves over
-// the floor, and names the larger of the two parts over the floor. The
-// page faults of each call stand beside the times, since start-up and
-// work alike cost in fresh pages as much as in instructions.
-func printBreakdown(w io.Writer, floor sample, rows []phaseRow, n int) {
-	budget := time.Duration((maxFloorRatio - 1) * 2 * float64(floor.wall))
+// and the work after start-up, next to what the target (maxStateFloorRatio
+// times stateFloor, the state floor's round trip in the table) leaves over
+// the floor's two execs, and names the larger of the two parts over the
+// floor. The page faults of each call stand beside the times, since
+// start-up and work alike cost in fresh pages as much as in instructions.
+func printBreakdown(w io.Writer, floor sample, stateFloor time.Duration, rows []phaseRow, n int) {
+	budget := time.Duration(maxStateFloorRatio*float64(stateFloor)) - 2*floor.wall
 	fmt.Fprintf(w, "\nWhere ADD+DEL goes: each call one exec, timed alone; medians of %d rounds, interleaved; ms\n", n)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "plugin\tADD\tDEL\tVERSION\t= 2 floor execs\t+ start-up surplus\t+ work\tbudget over floor\tmost of the excess\tpage faults VERSION/ADD/DEL")
@@ -137,7 +138,7 @@ func printBreakdown(w io.Writer, floor sample, rows []phaseRow, n int) {
 	tw.Flush()
 	fmt.Fprintf(w, "floor exec %s ms, %d page faults. start-up surplus = 2 x (VERSION - floor exec): the bigger binary and its init;\n", ms(floor.wall), floor.faults)
 	fmt.Fprintln(w, "work = ADD + DEL - 2 x VERSION: configuration, fixture scan, lock, state file write and sync;")
-	fmt.Fprintf(w, "budget over floor = what the %.1fx target allows above the floor's two execs;\n", maxFloorRatio)
+	fmt.Fprintf(w, "budget over floor = what the target, %.2fx the state floor's round trip above, allows above the floor's two execs;\n", maxStateFloorRatio)
 	fmt.Fprintln(w, "page faults = minor faults of the exec (getrusage of the waited-for child), each a fresh page mapped in.")
 }
 

@@ -7,8 +7,7 @@ import (
 )
 
 // A single run's ratio of medians moves from run to run, and a plugin
-// close to the 1.5x target can meet it in one run and miss it in the
-// next. The interval says how far this run's ratio could be from what the
+// close to its target can meet it in one run and miss it in the next. The interval says how far this run's ratio could be from what the
 // same run would give with more rounds: when it holds the target, the run
 // cannot tell the two apart. What changes between runs (the machine's
 // load and memory state) it cannot see.

@@ -58,8 +58,8 @@ type subject struct {
 type row struct {
 	subject
 	p50, p90 time.Duration
-	// floorLo and floorHi bound the x floor ratio (ratioInterval).
-	floorLo, floorHi float64
+	// stateLo and stateHi bound the x state floor ratio (ratioInterval).
+	stateLo, stateHi float64
 	sizeMiB          float64
 	links            []string // grpc or client-go, if the build info lists them
 }
@@ -90,7 +90,7 @@ func measure(ctx context.Context, subjects []subject, n int) ([]row, error) {
 
 // summarize turns each subject's durations, in round order, into its row.
 func summarize(subjects []subject, d [][]time.Duration) ([]row, error) {
-	floor := slices.IndexFunc(subjects, func(s subject) bool { return s.kind == kindFloor })
+	stateFloor := slices.IndexFunc(subjects, func(s subject) bool { return s.kind == kindStateFloor })
 	rows := make([]row, len(subjects))
 	for j, s := range subjects {
 		links, err := clusterLibraries(s.bin)
@@ -98,8 +98,8 @@ func summarize(subjects []subject, d [][]time.Duration) ([]row, error) {
 			return nil, err
 		}
 		rows[j] = row{subject: s, sizeMiB: sizeMiB(s.bin), links: links}
-		if floor >= 0 {
-			rows[j].floorLo, rows[j].floorHi = ratioInterval(d[j], d[floor])
+		if stateFloor >= 0 {
+			rows[j].stateLo, rows[j].stateHi = ratioInterval(d[j], d[stateFloor])
 		}
 	}
 	for j := range rows { // percentile sorts: only after every interval

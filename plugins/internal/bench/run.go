@@ -40,15 +40,16 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	printTable(os.Stdout, rows, o.n)
-	if err := runBreakdown(ctx, root, tmp, o.n); err != nil {
+	if err := runBreakdown(ctx, root, tmp, o.n, stateFloorMedian(rows)); err != nil {
 		return err
 	}
 	return runContention(ctx, root, tmp, o.concurrent)
 }
 
 // runBreakdown prints where each plugin's ADD+DEL goes, so that a missed
-// target comes with its cause. Its state files are its own.
-func runBreakdown(ctx context.Context, root, tmp string, n int) error {
+// target comes with its cause; stateFloor, the table's, sets the budget.
+// Its state files are its own.
+func runBreakdown(ctx context.Context, root, tmp string, n int, stateFloor time.Duration) error {
 	var plugins []phaseSubject
 	for _, p := range pluginCases() {
 		conf, err := dropIn(root, p.conf, filepath.Join(tmp, "phase-"+p.name), nil)
@@ -61,8 +62,18 @@ func runBreakdown(ctx context.Context, root, tmp string, n int) error {
 	if err != nil {
 		return err
 	}
-	printBreakdown(os.Stdout, floorExec, rows, n)
+	printBreakdown(os.Stdout, floorExec, stateFloor, rows, n)
 	return nil
+}
+
+// stateFloorMedian is the state floor's median round trip in rows.
+func stateFloorMedian(rows []row) time.Duration {
+	for _, r := range rows {
+		if r.kind == kindStateFloor {
+			return r.p50
+		}
+	}
+	return 0
 }
 
 // roundTripSubjects lists what the table compares: the floor, host-local

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -88,7 +89,7 @@ func (c *call) pinned() (map[string]bool, error) {
 	}
 	set := map[string]bool{}
 	for _, id := range c.args.Devices {
-		if c.device(id) == nil {
+		if d := c.device(id); d == nil || !c.usable(d) {
 			return nil, spec.NewError(spec.CodeUnknownDevice, "Unknown device: %s", id)
 		}
 		set[id] = true
@@ -107,10 +108,6 @@ func (c *call) pick(it spec.RequestItem, pinned map[string]bool, u usage) ([]*De
 			cands = append(cands, d)
 		}
 	}
-	if len(cands) < it.Amount {
-		return nil, spec.NewError(spec.CodeInsufficientResources, "%s: %d requested, %d available%s",
-			it.Spec, it.Amount, len(cands), pinNote(pinned))
-	}
 	sort.SliceStable(cands, func(i, j int) bool {
 		ni, nj := c.numaLocal(cands[i]), c.numaLocal(cands[j])
 		if ni != nj {
@@ -118,7 +115,36 @@ func (c *call) pick(it spec.RequestItem, pinned map[string]bool, u usage) ([]*De
 		}
 		return u.free(cands[i]) > u.free(cands[j])
 	})
-	return cands[:it.Amount], nil
+	// The nodes are checked in order of preference, and only until enough
+	// pass: dropping the ones that fail from the sorted list picks what
+	// sorting only the devices that pass would.
+	usable := cands[:0]
+	for _, d := range cands {
+		if len(usable) < it.Amount && c.usable(d) {
+			usable = append(usable, d)
+		}
+	}
+	if len(usable) < it.Amount {
+		return nil, spec.NewError(spec.CodeInsufficientResources, "%s: %d requested, %d available%s",
+			it.Spec, it.Amount, len(usable), pinNote(pinned))
+	}
+	return usable, nil
+}
+
+// usable checks d's node files (checkNodeFiles) the first time ADD
+// considers d, noting on stderr a device it skips, as INFO's discovery
+// does for every device.
+func (c *call) usable(d *Device) bool {
+	ok, checked := c.nodesOK[d.ID]
+	if !checked {
+		err := checkNodeFiles(c.host, d.Nodes)
+		if err != nil {
+			fmt.Fprintf(c.host.Stderr, "device %q skipped: %v\n", d.ID, err)
+		}
+		ok = err == nil
+		c.nodesOK[d.ID] = ok
+	}
+	return ok
 }
 
 func pinNote(pinned map[string]bool) string {

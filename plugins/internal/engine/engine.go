@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -43,8 +42,11 @@ func DefaultDeps() Deps {
 	}
 }
 
+// readBootID reads the kernel's boot id as sysfs.ReadFile reads: the one
+// file a call reads outside its state and root, and os.ReadFile would
+// bring the runtime's poller up for it.
 func readBootID() string {
-	b, err := os.ReadFile(bootIDPath)
+	b, err := sysfs.ReadFile(bootIDPath, 64)
 	if err != nil {
 		return "" // not Linux: no reboot detection, everything else works
 	}
@@ -65,7 +67,8 @@ type engine struct {
 	deps   Deps
 }
 
-// commonArgs are the config args every plugin of this project honours.
+// commonArgs are the config args every plugin of this project honours
+// (SPEC.md, "Common arguments").
 type commonArgs struct {
 	root     string
 	stateDir string
@@ -75,31 +78,20 @@ type commonArgs struct {
 
 func parseCommonArgs(cfg *spec.Config) (commonArgs, error) {
 	c := commonArgs{root: DefaultRoot, stateDir: DefaultStateDir, capacity: 1, cdiKind: "cdi.local/" + cfg.Type}
-	for _, p := range []struct {
-		name string
-		dst  *string
-	}{{"root", &c.root}, {"stateDir", &c.stateDir}, {"cdiKind", &c.cdiKind}} {
-		if v := cfg.Arg(p.name); v.Exists() {
-			if v.Type.String() != "String" || v.String() == "" {
-				return c, spec.NewError(spec.CodeInvalidConfig, "args.%s must be a non-empty string", p.name)
-			}
-			*p.dst = v.String()
-		}
+	err := ReadArgs(cfg,
+		String("root", &c.root, absolutePath),
+		String("stateDir", &c.stateDir, absolutePath),
+		Int("capacity", &c.capacity, Between(1, maxCapacity)),
+		String("cdiKind", &c.cdiKind, checkCDIKind),
+	)
+	return c, err
+}
+
+func absolutePath(p string) error {
+	if !filepath.IsAbs(p) {
+		return fmt.Errorf("%q is not an absolute path", p)
 	}
-	if !filepath.IsAbs(c.root) || !filepath.IsAbs(c.stateDir) {
-		return c, spec.NewError(spec.CodeInvalidConfig, "args.root (%q) and args.stateDir (%q) must be absolute paths", c.root, c.stateDir)
-	}
-	if err := checkCDIKind(c.cdiKind); err != nil {
-		return c, err
-	}
-	if v := cfg.Arg("capacity"); v.Exists() {
-		n := v.Int()
-		if v.Type.String() != "Number" || float64(n) != v.Float() || n < 1 || n > maxCapacity {
-			return c, spec.NewError(spec.CodeInvalidConfig, "args.capacity must be an integer from 1 to %d, not %s", maxCapacity, v.Raw)
-		}
-		c.capacity = int(n)
-	}
-	return c, nil
+	return nil
 }
 
 // call is one command's view: the discovered inventory and the locked state.
@@ -109,38 +101,56 @@ type call struct {
 	inv   *Inventory
 	state *store.State
 	now   time.Time
+	// host is what discovery looked at; nodesOK holds the node checks ADD
+	// has made (usable).
+	host    *Host
+	nodesOK map[string]bool
 }
+
+// discovery says how much of the device tree a command looks at.
+type discovery int
+
+const (
+	// stateOnly: none (DEL, LIST, GC).
+	stateOnly discovery = iota
+	// forAllocation: every device, whose nodes' files are checked only
+	// when ADD considers it (usable), since a call that hands out one
+	// device of dozens need not stat the nodes of the rest.
+	forAllocation
+	// wholeInventory: every device with every node checked (INFO).
+	wholeInventory
+)
 
 // run discovers devices and runs fn on the locked state; the lock is held
 // from before discovery until the new state is saved.
 func (e *engine) run(a *skel.Args, fn func(c *call) error) error {
-	return e.withState(a, true, store.Store.Update, fn)
+	return e.withState(a, forAllocation, store.Store.Update, fn)
 }
 
 // view discovers devices and runs fn on the state as a save left it, with
 // no lock and no save (store.Store.View): INFO reads, and must work, and
 // create nothing, for a user who cannot write the state directory.
 func (e *engine) view(a *skel.Args, fn func(c *call) error) error {
-	return e.withState(a, true, store.Store.View, fn)
+	return e.withState(a, wholeInventory, store.Store.View, fn)
 }
 
 // runState runs fn on the locked state without discovering devices: DEL
 // and GC need only the state, and a release must not fail because a
 // device vanished or the device tree cannot be read.
 func (e *engine) runState(a *skel.Args, fn func(c *call) error) error {
-	return e.withState(a, false, store.Store.Update, fn)
+	return e.withState(a, stateOnly, store.Store.Update, fn)
 }
 
 // viewState is view without discovery, for LIST.
 func (e *engine) viewState(a *skel.Args, fn func(c *call) error) error {
-	return e.withState(a, false, store.Store.View, fn)
+	return e.withState(a, stateOnly, store.Store.View, fn)
 }
 
 // withState runs fn on the state through access (store.Store.Update: under
-// the state lock; or View), after discovery when discover is set. Errors
+// the state lock; or View), after discovery unless d is stateOnly. Errors
 // that are not protocol errors come from the store and are reported as
 // code 13.
-func (e *engine) withState(a *skel.Args, discover bool, access func(store.Store, context.Context, func(*store.State) error) error, fn func(c *call) error) error {
+func (e *engine) withState(a *skel.Args, d discovery, access func(store.Store, context.Context, func(*store.State) error) error, fn func(c *call) error) error {
 	opts, err := parseCommonArgs(a.Config)
 	if err != nil {
 		return err
@@ -149,13 +159,13 @@ func (e *engine) withState(a *skel.Args, discover bool, access func(store.Store,
 	st := e.deps.OpenStore(path, e.deps.BootID())
 	err = access(st, context.Background(), func(s *store.State) error {
 		logDropped(a, s)
-		c := &call{args: a, opts: opts, inv: &Inventory{}, state: s, now: e.deps.Now()}
-		if discover {
-			inv, err := e.discover(a, opts)
+		c := &call{args: a, opts: opts, inv: &Inventory{}, state: s, now: e.deps.Now(), nodesOK: map[string]bool{}}
+		if d != stateOnly {
+			h, inv, err := e.discover(a, opts, d)
 			if err != nil {
 				return err
 			}
-			c.inv = inv
+			c.host, c.inv = h, inv
 		}
 		return fn(c)
 	})
@@ -175,7 +185,9 @@ func (e *engine) servedSpecs(a *skel.Args) ([]spec.ResourceSpec, error) {
 	if err != nil {
 		return nil, err
 	}
-	inv, err := e.discover(a, opts)
+	// The whole inventory: a malformed ADD's request names nothing to
+	// narrow discovery by.
+	_, inv, err := e.discover(a, opts, wholeInventory)
 	if err != nil {
 		return nil, err
 	}
@@ -188,19 +200,31 @@ func logDropped(a *skel.Args, s *store.State) {
 	}
 }
 
-func (e *engine) discover(a *skel.Args, opts commonArgs) (*Inventory, error) {
-	h := &Host{Config: a.Config, Root: opts.root, FS: sysfs.HostFS(opts.root), Stderr: a.Stderr}
+func (e *engine) discover(a *skel.Args, opts commonArgs, d discovery) (*Host, *Inventory, error) {
+	h := &Host{Config: a.Config, Root: opts.root, FS: sysfs.HostFS(opts.root), Stderr: a.Stderr, SkipProperties: d == forAllocation}
+	// Without a pin, devices of resource-specs the request does not name
+	// play no part in an ADD; a pinned one must still be found, to be told
+	// apart from an unknown one (code 12).
+	if d == forAllocation && a.Devices == nil {
+		for _, it := range a.Request {
+			h.Wanted = append(h.Wanted, it.Spec)
+		}
+	}
 	inv, err := e.family.Discover(h)
 	if err != nil {
 		var specErr *spec.Error
 		if errors.As(err, &specErr) {
-			return nil, err
+			return nil, nil, err
 		}
-		return nil, spec.NewError(spec.CodeInternal, "discovering devices under %s: %w", opts.root, err)
+		return nil, nil, spec.NewError(spec.CodeInternal, "discovering devices under %s: %w", opts.root, err)
 	}
-	inv.Devices = keepDeviceNodes(h, inv.Devices)
+	check := checkNodes
+	if d == forAllocation {
+		check = checkNodePaths
+	}
+	inv.Devices = keepDevices(h, inv.Devices, check)
 	if err := checkInventory(a.Config, inv, opts.capacity); err != nil {
-		return nil, spec.WrapError(spec.CodeInternal, err)
+		return nil, nil, spec.WrapError(spec.CodeInternal, err)
 	}
-	return inv, nil
+	return h, inv, nil
 }

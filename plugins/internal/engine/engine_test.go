@@ -1,9 +1,13 @@
 package engine
 
 import (
+	"bytes"
 	"io"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -295,6 +299,10 @@ func TestParseCommonArgs(t *testing.T) {
 		{`,"cdiKind":"example.com/g/pu"`, false},
 		{`,"cdiKind":"exa mple.com/gpu"`, false},
 		{`,"cdiKind":"/gpu"`, false},
+		{`,"root":null`, false},
+		{`,"capacity":null`, false},
+		{`,"cdiKind":null`, false},
+		{`,"stateDir":""`, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.args, func(t *testing.T) {
@@ -333,6 +341,93 @@ func TestInfoCountsTheType(t *testing.T) {
 			info, err := r.plugin.Info(&skel.Args{Command: "INFO", Version: "0.1.0", Config: r.config, Stderr: io.Discard})
 			if err != nil || !maps.Equal(info.Counts, tt.want) {
 				t.Fatalf("INFO counts %v, %v; want %v", info, err, tt.want)
+			}
+		})
+	}
+}
+
+// ADD hands out no device whose node is not a device node and says which
+// it skipped, but stats only the nodes of the devices it considers: here
+// gpu3's node is as bad as gpu0's, and only the ADD that needs gpu3
+// finds out.
+func TestAddChecksTheNodesItConsiders(t *testing.T) {
+	root := t.TempDir()
+	if err := os.Mkdir(filepath.Join(root, "dev"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Under a root other than "/", an empty file stands for a device node;
+	// one with content is a regular file.
+	for node, content := range map[string]string{"gpu0": "x", "gpu1": "", "gpu2": "", "gpu3": "x"} {
+		if err := os.WriteFile(filepath.Join(root, "dev", node), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name    string
+		q       req
+		want    []string
+		code    spec.Code
+		skipped []string
+	}{
+		{"the first that passes", req{id: "a", request: "gpu:1"}, []string{"gpu1"}, 0, []string{"gpu0"}},
+		{"more than pass", req{id: "a", request: "gpu:3"}, nil, spec.CodeInsufficientResources, []string{"gpu0", "gpu3"}},
+		{"pinned to one that fails", req{id: "a", request: "gpu:1", devices: []string{"gpu0"}}, nil, spec.CodeUnknownDevice, []string{"gpu0"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t, `,"root":"`+root+`"`)
+			var stderr bytes.Buffer
+			a := r.args(tt.q)
+			a.Stderr = &stderr
+			res, err := r.plugin.Add(a)
+			if spec.CodeOf(err) != tt.code || (err == nil && !slices.Equal(devices(res), tt.want)) {
+				t.Fatalf("ADD gave %+v, %v; want devices %v or code %d", res, err, tt.want, tt.code)
+			}
+			var skipped []string
+			for _, id := range []string{"gpu0", "gpu1", "gpu2", "gpu3"} {
+				if strings.Contains(stderr.String(), `device "`+id+`" skipped`) {
+					skipped = append(skipped, id)
+				}
+			}
+			if !slices.Equal(skipped, tt.skipped) {
+				t.Errorf("skipped %v, want %v; stderr:\n%s", skipped, tt.skipped, stderr.String())
+			}
+		})
+	}
+}
+
+// What discovery is told it may leave out: properties for every ADD, and
+// the devices of resource-specs an ADD does not name unless it pins
+// devices, which must then be found wherever they are.
+func TestHostNarrowsDiscoveryForAdd(t *testing.T) {
+	r := newRig(t, "")
+	var seen *Host
+	r.plugin = PluginWith(Family{Name: "test", Discover: func(h *Host) (*Inventory, error) {
+		seen = h
+		inv := r.inv
+		inv.Devices = slices.Clone(r.inv.Devices)
+		return &inv, nil
+	}}, Deps{OpenStore: func(string, string) store.Store { return r.store }, BootID: func() string { return "boot-1" }, Now: time.Now})
+	gpu := spec.ResourceSpec{Type: "gpu"}
+	for _, tt := range []struct {
+		name           string
+		call           func() error
+		skipProperties bool
+		wanted         []spec.ResourceSpec
+	}{
+		{"ADD", func() error { _, err := r.add(req{id: "a", request: "gpu:1"}); return err }, true, []spec.ResourceSpec{gpu}},
+		{"ADD pinning", func() error { _, err := r.add(req{id: "b", request: "gpu:1", devices: []string{"gpu1"}}); return err }, true, nil},
+		{"INFO", func() error {
+			_, err := r.plugin.Info(&skel.Args{Command: "INFO", Version: "0.1.0", Config: r.config, Stderr: io.Discard})
+			return err
+		}, false, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.call(); err != nil {
+				t.Fatal(err)
+			}
+			if seen.SkipProperties != tt.skipProperties || !slices.Equal(seen.Wanted, tt.wanted) {
+				t.Errorf("SkipProperties %v, Wanted %v; want %v, %v", seen.SkipProperties, seen.Wanted, tt.skipProperties, tt.wanted)
 			}
 		})
 	}

@@ -3,6 +3,7 @@ package engine
 import (
 	"io"
 	"io/fs"
+	"slices"
 
 	"github.com/cdiexec/cdi/spec"
 )
@@ -15,8 +16,9 @@ type Family struct {
 	// Types lists the resource-types the plugin serves; empty means any.
 	Types []string
 	// Discover lists the resource-specs the configuration serves and the
-	// devices behind them. Errors about the configuration's args should be
-	// spec errors with CodeInvalidConfig; other errors become CodeInternal.
+	// devices behind them. It reads the family's own args with ReadArgs,
+	// whose spec errors (code 8) it returns as they are; other errors
+	// become CodeInternal.
 	Discover func(h *Host) (*Inventory, error)
 }
 
@@ -32,6 +34,20 @@ type Host struct {
 	FS fs.FS
 	// Stderr is for diagnostics; stdout belongs to the protocol.
 	Stderr io.Writer
+	// SkipProperties is set where nothing will show Device.Properties
+	// (ADD): a family may then leave them out, and the reads only they
+	// need with them.
+	SkipProperties bool
+	// Wanted, when not nil, lists the only resource-specs the call asks
+	// for (an ADD that pins no device): a family may leave out the devices
+	// of the others, and the reads only those need. Inventory.Resources
+	// still lists every resource-spec served.
+	Wanted []spec.ResourceSpec
+}
+
+// Wants reports whether the call asks for devices of rs (Wanted).
+func (h *Host) Wants(rs spec.ResourceSpec) bool {
+	return h.Wanted == nil || slices.Contains(h.Wanted, rs)
 }
 
 // Inventory is the result of discovery.

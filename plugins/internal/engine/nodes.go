@@ -11,17 +11,13 @@ import (
 	"github.com/cdiexec/cdi/spec"
 )
 
-// keepDeviceNodes drops, with a note on stderr, every device with a node
-// that a container must not be given: a path that is not clean and
-// absolute or holds a control character (a newline in a file name would
-// forge lines wherever the path is printed), an existing file that is
-// not a device node (a link from /dev/x to /etc/shadow), or, under a root
-// other than "/", a node that resolves out of it. A node that does not
-// exist is left to the family, which reports the device unhealthy.
-func keepDeviceNodes(h *Host, devs []Device) []Device {
+// keepDevices drops, with a note on stderr, every device whose nodes
+// check refuses: checkNodes, or checkNodePaths where the files are
+// checked later, device by device (call.usable).
+func keepDevices(h *Host, devs []Device, check func(*Host, []spec.DeviceNode) error) []Device {
 	kept := devs[:0]
 	for _, d := range devs {
-		if err := checkNodes(h, d.Nodes); err != nil {
+		if err := check(h, d.Nodes); err != nil {
 			fmt.Fprintf(h.Stderr, "device %q skipped: %v\n", d.ID, err)
 			continue
 		}
@@ -30,12 +26,34 @@ func keepDeviceNodes(h *Host, devs []Device) []Device {
 	return kept
 }
 
+// checkNodes refuses nodes that a container must not be given: a path
+// that is not clean and absolute or holds a control character (a newline
+// in a file name would forge lines wherever the path is printed), an
+// existing file that is not a device node (a link from /dev/x to
+// /etc/shadow), or, under a root other than "/", a node that resolves out
+// of it. A node that does not exist is left to the family, which reports
+// the device unhealthy.
 func checkNodes(h *Host, nodes []spec.DeviceNode) error {
+	if err := checkNodePaths(h, nodes); err != nil {
+		return err
+	}
+	return checkNodeFiles(h, nodes)
+}
+
+// checkNodePaths is the part of checkNodes that reads no file.
+func checkNodePaths(_ *Host, nodes []spec.DeviceNode) error {
 	for _, n := range nodes {
-		p := n.HostPath
-		if !path.IsAbs(p) || path.Clean(p) != p || hasControl(p) {
+		if p := n.HostPath; !path.IsAbs(p) || path.Clean(p) != p || hasControl(p) {
 			return fmt.Errorf("node path %q is not a clean absolute path of printable characters", p)
 		}
+	}
+	return nil
+}
+
+// checkNodeFiles is the part of checkNodes that looks at the files.
+func checkNodeFiles(h *Host, nodes []spec.DeviceNode) error {
+	for _, n := range nodes {
+		p := n.HostPath
 		name, err := sysfs.HostToName(p)
 		if err != nil {
 			return err

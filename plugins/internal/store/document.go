@@ -7,7 +7,6 @@ import (
 
 	"github.com/cdiexec/cdi/spec"
 	"github.com/cdiexec/cdi/spec/plainjson"
-	"github.com/tidwall/gjson"
 )
 
 // The rules of the stored document, shared by every Store so that a fake
@@ -69,33 +68,31 @@ func Encode(st *State) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %w", ErrUnsavable, err)
 	}
 	w := plainjson.NewWriter("  ")
-	w.BeginObject()
-	w.Key("format")
-	w.Int(st.Format)
-	w.Key("bootID")
-	w.String(st.BootID)
-	w.Key("allocations")
-	w.BeginObject()
-	for _, id := range plainjson.SortedKeys(st.Allocations) {
-		w.Key(id)
-		st.Allocations[id].writeJSON(w)
-	}
-	w.EndObject()
-	w.EndObject()
+	w.Object(st)
 	return append(w.Bytes(), '\n'), nil
 }
 
-func (r *Record) writeJSON(w *plainjson.Writer) {
-	w.BeginObject()
-	w.Key("request")
-	w.String(r.Request)
-	w.OmitEmptyStrings("devices", r.Devices)
-	w.OmitEmptyInts("numaNodes", r.NUMANodes)
-	w.Key("created")
-	spec.WriteTime(w, r.Created)
-	w.Key("result")
-	r.Result.WriteJSON(w)
-	w.EndObject()
+// AppendMembers describes st as the state file holds it.
+func (st *State) AppendMembers(ms []plainjson.Member) []plainjson.Member {
+	return append(ms,
+		plainjson.Int("format", &st.Format),
+		plainjson.String("bootID", &st.BootID),
+		// A null record stays nil in the map, and a null map nil, for
+		// Check to refuse; a request-id twice is refused, as the map would
+		// keep one of its records and free the slots of the other.
+		plainjson.ObjectMap("allocations", &st.Allocations),
+	)
+}
+
+// AppendMembers describes r.
+func (r *Record) AppendMembers(ms []plainjson.Member) []plainjson.Member {
+	return append(ms,
+		plainjson.String("request", &r.Request),
+		plainjson.Strings("devices", &r.Devices).OmitEmpty(),
+		plainjson.Ints("numaNodes", &r.NUMANodes).OmitEmpty(),
+		plainjson.Time("created", &r.Created),
+		plainjson.Object("result", &r.Result),
+	)
 }
 
 // Decode parses and checks a stored document. Its errors do not wrap
@@ -111,55 +108,13 @@ func Decode(data []byte) (*State, error) {
 		return nil, err
 	}
 	var st State
-	err = plainjson.Object(v, plainjson.Fields{
-		"format":      plainjson.Int(&st.Format),
-		"bootID":      plainjson.String(&st.BootID),
-		"allocations": st.readAllocations,
-	}, false)
-	if err != nil {
+	if err := plainjson.Read(v, &st); err != nil {
 		return nil, err
 	}
 	if err := Check(&st); err != nil {
 		return nil, err
 	}
 	return &st, nil
-}
-
-// readAllocations reads the allocations object. A null record stays nil
-// in the map, for Check to refuse. A request-id that appears twice is
-// refused: the map would keep one of its records and free the slots of
-// the other.
-func (st *State) readAllocations(v gjson.Result) error {
-	var dup string
-	seen := map[string]bool{}
-	v.ForEach(func(k, _ gjson.Result) bool {
-		if id := k.String(); seen[id] {
-			dup = id
-		} else {
-			seen[id] = true
-		}
-		return dup == ""
-	})
-	if dup != "" {
-		return fmt.Errorf("allocation %q appears twice", dup)
-	}
-	return plainjson.Map(&st.Allocations, func(rec **Record, rv gjson.Result) error {
-		if rv.Type == gjson.Null {
-			return nil
-		}
-		*rec = &Record{}
-		return (*rec).readJSON(rv)
-	})(v)
-}
-
-func (r *Record) readJSON(v gjson.Result) error {
-	return plainjson.Object(v, plainjson.Fields{
-		"request":   plainjson.String(&r.Request),
-		"devices":   plainjson.Strings(&r.Devices),
-		"numaNodes": plainjson.Ints(&r.NUMANodes),
-		"created":   plainjson.Time(&r.Created),
-		"result":    r.Result.ReadJSON,
-	}, false)
 }
 
 // Change is the middle of every Update: it drops what an earlier boot

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 )
@@ -28,8 +29,11 @@ import (
 //
 // A HostFS is for one call: it never forgets what it has seen.
 func HostFS(root string) fs.FS {
-	return &hostFS{FS: os.DirFS(root), root: root, stat: map[string]infoResult{},
-		lstat: map[string]infoResult{}, links: map[string]linkResult{}, dirs: map[string]dirResult{}}
+	// Sized for a discovery's lookups from the start: a map that grows
+	// allocates every size on the way, each a fresh page for a short
+	// process to fault in.
+	return &hostFS{FS: os.DirFS(root), root: root, stat: make(map[string]infoResult, 64),
+		lstat: make(map[string]infoResult, 64), links: make(map[string]linkResult, 32), dirs: make(map[string]dirResult, 8)}
 }
 
 type infoResult struct {
@@ -76,8 +80,33 @@ func (h *hostFS) ReadLink(name string) (string, error) {
 // ReadDir returns a copy of the remembered entries, so that a caller that
 // sorts or trims its slice does not change what the next caller sees.
 func (h *hostFS) ReadDir(name string) ([]fs.DirEntry, error) {
-	r := remember(h, h.dirs, name, func() (r dirResult) { r.entries, r.err = fs.ReadDir(h.FS, name); return r })
+	r := remember(h, h.dirs, name, func() (r dirResult) { r.entries, r.err = h.readDir(name); return r })
 	return slices.Clone(r.entries), r.err
+}
+
+// readDir is os.DirFS's ReadDir, entries sorted by name and errors naming
+// name, but it opens the directory as readAttr opens an attribute and
+// wraps the descriptor with os.NewFile: os.Open would bring the
+// runtime's poller up for it.
+func (h *hostFS) readDir(name string) ([]fs.DirEntry, error) {
+	if !fs.ValidPath(name) {
+		return nil, &fs.PathError{Op: "readdir", Path: name, Err: fs.ErrInvalid}
+	}
+	full := filepath.Join(h.root, filepath.FromSlash(name))
+	fd, err := retryEINTR(func() (int, error) {
+		return syscall.Open(full, syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_DIRECTORY, 0)
+	})
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+	}
+	dir := os.NewFile(uintptr(fd), full)
+	defer dir.Close()
+	entries, err := dir.ReadDir(-1)
+	if pe, ok := err.(*fs.PathError); ok {
+		pe.Path = name
+	}
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return entries, err
 }
 
 // remember returns memo[name], looking it up the first time it is asked.
@@ -97,10 +126,31 @@ func (h *hostFS) readAttr(name string, limit int) ([]byte, error) {
 	if !fs.ValidPath(name) {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
 	}
-	full := filepath.Join(h.root, filepath.FromSlash(name))
-	fd, err := retryEINTR(func() (int, error) { return syscall.Open(full, syscall.O_RDONLY|syscall.O_CLOEXEC, 0) })
+	data, op, err := readPlain(filepath.Join(h.root, filepath.FromSlash(name)), limit)
 	if err != nil {
-		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+		return nil, &fs.PathError{Op: op, Path: name, Err: err}
+	}
+	return data, nil
+}
+
+// ReadFile reads at most limit bytes of the file at path with plain open,
+// read and close, as HostFS reads attributes: for the kernel's small
+// files (/proc, /sys), which os.ReadFile would register with the runtime's
+// poller, bringing it up, at a cost a short plugin call notices.
+func ReadFile(path string, limit int) ([]byte, error) {
+	data, op, err := readPlain(path, limit)
+	if err != nil {
+		return nil, &fs.PathError{Op: op, Path: path, Err: err}
+	}
+	return data, nil
+}
+
+// readPlain reads at most limit bytes of path; on failure it names the
+// call that failed.
+func readPlain(path string, limit int) (data []byte, op string, err error) {
+	fd, err := retryEINTR(func() (int, error) { return syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0) })
+	if err != nil {
+		return nil, "open", err
 	}
 	defer syscall.Close(fd)
 	// Attributes are a few bytes, but the buffer may grow to limit: a
@@ -113,14 +163,14 @@ func (h *hostFS) readAttr(name string, limit int) ([]byte, error) {
 		free := buf[len(buf):min(cap(buf), limit)]
 		m, err := retryEINTR(func() (int, error) { return syscall.Read(fd, free) })
 		if err != nil {
-			return nil, &fs.PathError{Op: "read", Path: name, Err: err}
+			return nil, "read", err
 		}
 		if m == 0 {
 			break
 		}
 		buf = buf[:len(buf)+m]
 	}
-	return buf, nil
+	return buf, "", nil
 }
 
 // firstRead is readAttr's first buffer: a uevent or a whole attribute of

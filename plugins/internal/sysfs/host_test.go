@@ -2,6 +2,7 @@ package sysfs
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -137,5 +138,47 @@ func TestHostFSReadString(t *testing.T) {
 		if err == nil || (tt.want != nil && !errors.Is(err, tt.want)) {
 			t.Errorf("ReadString(%q) = %v, want an error (%v)", tt.name, err, tt.want)
 		}
+	}
+}
+
+func TestReadFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "boot_id")
+	if err := os.WriteFile(path, []byte("0123456789"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		limit int
+		want  string
+	}{{64, "0123456789"}, {4, "0123"}, {10, "0123456789"}} {
+		if got, err := ReadFile(path, tc.limit); err != nil || string(got) != tc.want {
+			t.Errorf("ReadFile(limit %d) = %q, %v; want %q", tc.limit, got, err, tc.want)
+		}
+	}
+	if _, err := ReadFile(path+".missing", 64); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a missing file: %v, want fs.ErrNotExist", err)
+	}
+}
+
+// HostFS lists directories itself (readDir): its entries and errors are
+// os.DirFS's, a link to a directory, a file and what is missing included.
+func TestHostFSReadDirAgreesWithDirFS(t *testing.T) {
+	root := t.TempDir()
+	for _, err := range []error{
+		os.WriteFile(filepath.Join(root, "file"), nil, 0o644), os.Mkdir(filepath.Join(root, "d"), 0o755),
+		os.WriteFile(filepath.Join(root, "d", "b"), nil, 0o644), os.WriteFile(filepath.Join(root, "d", "a"), nil, 0o644),
+		os.Symlink("d", filepath.Join(root, "link")),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{".", "d", "link", "file", "missing", "../d"} {
+		t.Run(name, func(t *testing.T) {
+			want, wantErr := fs.ReadDir(os.DirFS(root), name)
+			got, err := HostFS(root).(fs.ReadDirFS).ReadDir(name)
+			if fmt.Sprint(got, err) != fmt.Sprint(want, wantErr) {
+				t.Errorf("HostFS: %v, %v; os.DirFS: %v, %v", got, err, want, wantErr)
+			}
+		})
 	}
 }

@@ -5,11 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"syscall"
-
-	"github.com/gofrs/flock"
 
 	"github.com/cdiexec/cdi/plugins/internal/store"
 )
@@ -94,13 +91,22 @@ func (s *Store) lock() (func(), error) {
 	if err := checkDir(dir); err != nil {
 		return nil, err
 	}
-	fl := flock.New(s.path+".lock", flock.SetPermissions(fileMode), flock.SetFlag(os.O_CREATE|os.O_RDONLY|syscall.O_NOFOLLOW))
-	if err := fl.Lock(); err != nil {
-		return nil, fmt.Errorf("lock state file %s: %w", fl.Path(), err)
+	// A plain descriptor, not an os.File: os.OpenFile would bring the
+	// runtime's poller up, which a short call notices and a lock file
+	// never needs.
+	path := s.path + ".lock"
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CREAT|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, uint32(fileMode))
+	if err != nil {
+		return nil, fmt.Errorf("lock state file %s: %w", path, &fs.PathError{Op: "open", Path: path, Err: err})
 	}
-	// An unlock error is ignored: by then the state is saved or not, and
-	// the kernel drops the lock when the descriptor closes at exit anyway.
-	return func() { _ = fl.Unlock() }, nil
+	if err := syscall.Flock(fd, syscall.LOCK_EX); err != nil {
+		_ = syscall.Close(fd)
+		return nil, fmt.Errorf("lock state file %s: %w", path, &fs.PathError{Op: "flock", Path: path, Err: err})
+	}
+	// Closing the descriptor releases the lock. An error then is ignored:
+	// by then the state is saved or not, and the kernel drops the lock at
+	// exit anyway.
+	return func() { _ = syscall.Close(fd) }, nil
 }
 
 // update runs fn on the loaded state and saves the result if fn succeeded

@@ -179,7 +179,7 @@ func TestCorrupt(t *testing.T) {
 		{"null record", `{"format": 1, "bootID": "boot-a", "allocations": {"r": null}}`, `"r" is null`},
 		{"not an object", `[]`, "want an object"},
 		{"wrong type", `{"format": "1", "bootID": "boot-a", "allocations": {}}`, "format: wrong JSON type"},
-		{"wrong type deep inside", `{"format": 1, "bootID": "boot-a", "allocations": {"r": {"result": {"units": [{"slot": "0"}]}}}}`, "allocations: r: result: units: [0]: slot"},
+		{"wrong type deep inside", `{"format": 1, "bootID": "boot-a", "allocations": {"r": {"result": {"units": [{"slot": "0"}]}}}}`, "allocations.r.result.units[0].slot"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -50,16 +50,26 @@ func (s *Store) load() (*store.State, []byte, error) {
 // a larger file, hand-made or damaged, would cost more on every call.
 const MaxStateSize = 8 << 20
 
-// errTooLarge is readNoFollow's error for a file over MaxStateSize.
-var errTooLarge = fmt.Errorf("larger than %d MiB", MaxStateSize>>20)
+// errTooLarge is readNoFollow's error for a file over MaxStateSize: a
+// type whose text is made when it is printed, not a fmt.Errorf that every
+// plugin process would run, and fault fmt's machinery in for, at package
+// init.
+var errTooLarge error = tooLargeError{}
+
+type tooLargeError struct{}
+
+func (tooLargeError) Error() string { return fmt.Sprintf("larger than %d MiB", MaxStateSize>>20) }
 
 // readNoFollow reads the file at path, failing with ELOOP where path is a
 // symbolic link, and with errTooLarge past MaxStateSize.
 func readNoFollow(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	// os.NewFile on a plain descriptor, not os.OpenFile, which would
+	// bring the runtime's poller up for a regular file (see lock).
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, err
+		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
+	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, MaxStateSize+1))
 	if err == nil && len(data) > MaxStateSize {

@@ -52,7 +52,15 @@ func answerVersion() bool {
 	return true
 }
 
-func mode(a *skel.Args) string { return a.Config.Arg("mode").String() }
+func mode(a *skel.Args) string { return stringArg(a, "mode") }
+
+// stringArg returns args.<name> if it is a string, else "".
+func stringArg(a *skel.Args, name string) string {
+	var args map[string]any
+	_ = json.Unmarshal(a.Config.Args, &args)
+	s, _ := args[name].(string)
+	return s
+}
 
 // misbehave does what a broken plugin does, for the modes that are
 // broken, before the command's normal work.
@@ -152,7 +160,7 @@ func add(a *skel.Args) (*spec.AddResult, error) {
 		}
 		return r, nil
 	}
-	if dir := a.Config.Arg("markDir").String(); dir != "" {
+	if dir := stringArg(a, "markDir"); dir != "" {
 		// Leave a trace of the ADD, for tests of when it ran.
 		if err := os.WriteFile(filepath.Join(dir, a.RequestID), nil, 0o644); err != nil {
 			return nil, spec.NewError(spec.CodeInternal, "%v", err)
