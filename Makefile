@@ -141,7 +141,7 @@ lint:
 # same run. The bridge's part starts etcd and a kube-apiserver (built once,
 # cached) for its Kubernetes store figures.
 bench: kube-apiserver
-	$(GO) run ./plugins/internal/bench
+	$(GO) run ./plugins/internal/tools/bench
 	KUBE_APISERVER=$(KUBE_APISERVER) $(GO) run ./bridge/internal/tools/bench
 
 demo: build

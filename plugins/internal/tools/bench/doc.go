@@ -33,7 +33,7 @@
 // of each in turn, so that a machine that slows down or speeds up during
 // the run shifts every column alike instead of biasing the ratios.
 //
-// Run it with `make bench` (or `go run ./plugins/internal/bench -n 500`);
+// Run it with `make bench` (or `go run ./plugins/internal/tools/bench -n 500`);
 // progress goes to stderr, the tables to stdout. `go test -bench .` in
 // this package runs BenchmarkFloor, BenchmarkStateFloor,
 // BenchmarkAddDel/<plugin>, BenchmarkStartup/<plugin> and
