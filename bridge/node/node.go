@@ -175,18 +175,25 @@ func (n *Node) Run(ctx context.Context) error {
 	return nil
 }
 
-// refresh reloads the store's Instances and tells every stream.
+// refresh reloads the store's Instances and tells the streams whose
+// lists changed.
+//
+// The views are rebuilt even when the store does not answer, over the
+// Instances last read: a new discovery (publish) must reach the streams
+// whatever the store does.
 func (n *Node) refresh(ctx context.Context) {
 	all, err := n.cfg.Store.List(ctx)
 	if err != nil {
 		n.storeFailure.Failed(n.log(), "reading the instance store", err)
-		return
+	} else {
+		n.storeFailure.Succeeded(n.log(), "reading the instance store works again")
 	}
-	n.storeFailure.Succeeded(n.log(), "reading the instance store works again")
 	n.mu.Lock()
-	n.instances = map[string]instance.Instance{}
-	for _, in := range all {
-		n.instances[in.Name] = in
+	if err == nil {
+		n.instances = make(map[string]instance.Instance, len(all))
+		for _, in := range all {
+			n.instances[in.Name] = in
+		}
 	}
 	changed := n.rebuildViews()
 	n.mu.Unlock()

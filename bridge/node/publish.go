@@ -34,9 +34,7 @@ func (n *Node) publish(ctx context.Context, pools []discovery.Pool) {
 	}
 	n.pools, n.cdiNamed = next, named
 	n.ready = true
-	changed := n.rebuildViews()
 	n.mu.Unlock()
-	n.streams.Notify(changed...)
 	for _, name := range gone {
 		if err := n.cfg.Store.Observe(ctx, n.cfg.NodeName, name, nil); err != nil {
 			n.log().Error("recording a vanished pool", "pool", name, "error", err)
