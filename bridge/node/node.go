@@ -83,6 +83,12 @@ type Node struct {
 	// streams tells a device plugin's ListAndWatch, by its resource, that
 	// its list changed.
 	streams fanout.Keyed
+	// refreshMu makes refreshes one at a time, from the store's read to
+	// the views built on it: a discovery and a store change refresh from
+	// two goroutines, and the one that read the store first must not be
+	// the last to build, or the views keep the older Instances until the
+	// next change, which may never come.
+	refreshMu sync.Mutex
 
 	mu        sync.Mutex
 	pools     map[string]discovery.Pool    // by pool name
@@ -182,6 +188,8 @@ func (n *Node) Run(ctx context.Context) error {
 // Instances last read: a new discovery (publish) must reach the streams
 // whatever the store does.
 func (n *Node) refresh(ctx context.Context) {
+	n.refreshMu.Lock()
+	defer n.refreshMu.Unlock()
 	all, err := n.cfg.Store.List(ctx)
 	if err != nil {
 		n.storeFailure.Failed(n.log(), "reading the instance store", err)

@@ -1,12 +1,17 @@
 package node
 
 import (
+	"context"
+	"path/filepath"
 	"reflect"
 	"sort"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/cdiexec/cdi/bridge/discovery"
 	"github.com/cdiexec/cdi/bridge/instance"
+	"github.com/cdiexec/cdi/bridge/instance/local"
 	"github.com/cdiexec/cdi/spec"
 )
 
@@ -79,4 +84,68 @@ func sorted(s []string) []string {
 	}
 	sort.Strings(s)
 	return s
+}
+
+// listGate is a store whose first List reads the Instances, then waits
+// for release before answering, as a read the scheduler paused would.
+type listGate struct {
+	instance.Store
+	first   sync.Once
+	paused  chan struct{} // closed once the first List has read
+	release chan struct{}
+	later   chan struct{} // receives when a later List has read
+}
+
+func (g *listGate) List(ctx context.Context) ([]instance.Instance, error) {
+	all, err := g.Store.List(ctx)
+	isFirst := false
+	g.first.Do(func() { isFirst = true })
+	if !isFirst {
+		select {
+		case g.later <- struct{}{}:
+		default:
+		}
+		return all, err
+	}
+	close(g.paused)
+	<-g.release
+	return all, err
+}
+
+// Two refreshes at once (a discovery and a store change) leave the views
+// on the later read of the store. Before, the refresh that read first
+// could build last, and the node offered a pool without a device the
+// store had until the next change: a node of a three-camera pool listed
+// two cameras for good.
+func TestRefreshesBuildOnTheLatestRead(t *testing.T) {
+	ctx := context.Background()
+	store := local.New(filepath.Join(t.TempDir(), "instances.json"))
+	gate := &listGate{Store: store, paused: make(chan struct{}), release: make(chan struct{}), later: make(chan struct{}, 1)}
+	n := New(Config{NodeName: "n1", Domain: "cdi.test", Store: gate})
+	p := discovery.Pool{Name: "cams", Devices: []spec.DeviceInfo{
+		{ID: "a", Healthy: true, Capacity: 1, Shared: true}, {ID: "b", Healthy: true, Capacity: 1, Shared: true}}}
+	n.pools = map[string]discovery.Pool{"cams": p}
+	seen := n.seen(p)
+	if err := store.Observe(ctx, "n1", "cams", seen[:1]); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { n.refresh(ctx) }) // reads a only, then pauses
+	<-gate.paused
+	if err := store.Observe(ctx, "n1", "cams", seen); err != nil {
+		t.Fatal(err)
+	}
+	wg.Go(func() { n.refresh(ctx) }) // reads a and b
+	// Unserialized, the second refresh reads now; serialized, it reads
+	// only after the first ends: release the first either way.
+	select {
+	case <-gate.later:
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(gate.release)
+	wg.Wait()
+	v, _ := n.view("cams")
+	if len(v.instances) != 2 {
+		t.Fatalf("the view holds %d instances after both refreshes, want the 2 of the later read", len(v.instances))
+	}
 }
