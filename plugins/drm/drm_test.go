@@ -80,8 +80,9 @@ func TestDiscoverFixture(t *testing.T) {
 }
 
 // Where nothing shows properties (ADD), discovery finds the same devices
-// without them, the vendor whitelist still applied.
-func TestDiscoverSkipsProperties(t *testing.T) {
+// without them, the vendor whitelist still applied, and NUMA nodes
+// deferred find what a whole discovery does.
+func TestDiscoverForAllocation(t *testing.T) {
 	for _, args := range []string{`{}`, `{"vendorid_whitelist":["0x10de"]}`} {
 		t.Run(args, func(t *testing.T) {
 			full, _ := host(t, fixture(), args)
@@ -93,10 +94,20 @@ func TestDiscoverSkipsProperties(t *testing.T) {
 				want.Devices[i].Properties = nil
 			}
 			brief, _ := host(t, fixture(), args)
-			brief.SkipProperties = true
+			brief.SkipProperties, brief.DeferNUMA = true, true
 			got, err := discover(brief)
-			if err != nil || !reflect.DeepEqual(got, want) {
-				t.Fatalf("got %+v, %v\nwant %+v", got, err, want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range got.Devices {
+				d := &got.Devices[i]
+				if d.LookUpNUMA == nil {
+					t.Fatalf("%s: NUMA node not deferred", d.ID)
+				}
+				d.NUMANode, d.LookUpNUMA = d.LookUpNUMA(), nil
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("got %+v\nwant %+v", got, want)
 			}
 		})
 	}

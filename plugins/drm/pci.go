@@ -87,11 +87,19 @@ func (a drmArgs) device(h *engine.Host, g *gpu, rs spec.ResourceSpec) (engine.De
 	if len(nodes) == 0 {
 		return engine.Device{}, false
 	}
-	numa, err := sysfs.NUMANode(h.FS, g.dir)
-	if err != nil {
-		fmt.Fprintf(h.Stderr, "drm: %s: NUMA node unknown: %v\n", g.addr, err)
+	d := engine.Device{ID: g.addr, Resource: rs, Nodes: nodes, Healthy: nodesExist(h.FS, nodes)}
+	numa := func() *int {
+		n, err := sysfs.NUMANode(h.FS, g.dir)
+		if err != nil {
+			fmt.Fprintf(h.Stderr, "drm: %s: NUMA node unknown: %v\n", g.addr, err)
+		}
+		return n
 	}
-	d := engine.Device{ID: g.addr, Resource: rs, Nodes: nodes, NUMANode: numa, Healthy: nodesExist(h.FS, nodes)}
+	if h.DeferNUMA {
+		d.LookUpNUMA = numa
+	} else {
+		d.NUMANode = numa()
+	}
 	if !h.SkipProperties {
 		d.Properties = g.properties(h.FS, vendor)
 	}

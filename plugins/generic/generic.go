@@ -103,7 +103,8 @@ func (g *group) devices(h *engine.Host, paths, classes []string) []engine.Device
 }
 
 // device describes the device of paths. Its NUMA node, and its health,
-// are looked up only where the call wants the group's devices.
+// are looked up only where the call wants the group's devices, the NUMA
+// node only when the engine needs it where the call defers it.
 func (g *group) device(h *engine.Host, id string, paths, classes []string) engine.Device {
 	d := engine.Device{
 		ID: id, Resource: g.resource, Healthy: true,
@@ -118,7 +119,11 @@ func (g *group) device(h *engine.Host, id string, paths, classes []string) engin
 	if !h.Wants(g.resource) {
 		return d
 	}
-	d.NUMANode = commonNUMA(h, paths, classes)
+	if h.DeferNUMA {
+		d.LookUpNUMA = func() *int { return commonNUMA(h, paths, classes) }
+	} else {
+		d.NUMANode = commonNUMA(h, paths, classes)
+	}
 	for _, p := range paths {
 		// The glob saw the entry, but a dangling link is a node that is gone.
 		if name, err := sysfs.HostToName(p); err != nil || !sysfs.Exists(h.FS, name) {

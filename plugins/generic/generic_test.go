@@ -121,6 +121,26 @@ func TestDiscoverWanted(t *testing.T) {
 	}
 }
 
+// Where the call defers NUMA lookups, a device's LookUpNUMA finds what a
+// whole discovery puts in NUMANode.
+func TestDiscoverDefersNUMA(t *testing.T) {
+	all, _ := discoverOK(t, fixture(), exampleGroups)
+	h, _ := host(t, fixture(), exampleGroups)
+	h.DeferNUMA = true
+	got, err := discover(h)
+	if err != nil || len(got.Devices) != len(all.Devices) {
+		t.Fatalf("%d devices, %v; want %d", len(got.Devices), err, len(all.Devices))
+	}
+	for i, d := range got.Devices {
+		if d.NUMANode != nil || d.LookUpNUMA == nil {
+			t.Fatalf("%s: NUMANode %v and no lookup; want it deferred", d.ID, d.NUMANode)
+		}
+		if n := d.LookUpNUMA(); !reflect.DeepEqual(n, all.Devices[i].NUMANode) {
+			t.Errorf("%s: looked up %v, want %v", d.ID, n, all.Devices[i].NUMANode)
+		}
+	}
+}
+
 // TestFirstGroupWins checks that a catch-all group after a specific one
 // does not get the specific group's nodes again.
 func TestFirstGroupWins(t *testing.T) {

@@ -46,6 +46,7 @@ func (c *call) add() (*spec.AddResult, error) {
 			return nil, err
 		}
 		for _, d := range devs {
+			numaNode(d) // for the result's numa_locality
 			slot := u.lowestFree(d)
 			u.take(d.ID, slot)
 			picked = append(picked, d)
@@ -154,6 +155,21 @@ func pinNote(pinned map[string]bool) string {
 	return " among the devices in " + spec.EnvRequestDevices
 }
 
+// numaLocal reports whether d is on a NUMA node the request asks for;
+// without such a request, d's node is not looked up.
 func (c *call) numaLocal(d *Device) bool {
-	return d.NUMANode != nil && slices.Contains(c.args.NUMANodes, *d.NUMANode)
+	if len(c.args.NUMANodes) == 0 {
+		return false
+	}
+	n := numaNode(d)
+	return n != nil && slices.Contains(c.args.NUMANodes, *n)
+}
+
+// numaNode is d's NUMA node, looked up the first time where the family
+// deferred it (Device.LookUpNUMA).
+func numaNode(d *Device) *int {
+	if d.LookUpNUMA != nil {
+		d.NUMANode, d.LookUpNUMA = d.LookUpNUMA(), nil
+	}
+	return d.NUMANode
 }

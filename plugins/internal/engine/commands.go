@@ -32,7 +32,7 @@ func (c *call) info() *spec.InfoResult {
 			r.Counts[d.Resource.String()] += d.Capacity
 		}
 		r.Devices = append(r.Devices, spec.DeviceInfo{
-			ID: d.ID, Resource: d.Resource.String(), DeviceNodes: nodesFor(d), NUMANode: d.NUMANode,
+			ID: d.ID, Resource: d.Resource.String(), DeviceNodes: nodesFor(d), NUMANode: numaNode(d),
 			Healthy: d.Healthy, Capacity: d.Capacity, Used: len(u[d.ID]), Shared: d.Shared, Properties: d.Properties,
 		})
 	}

@@ -201,7 +201,8 @@ func logDropped(a *skel.Args, s *store.State) {
 }
 
 func (e *engine) discover(a *skel.Args, opts commonArgs, d discovery) (*Host, *Inventory, error) {
-	h := &Host{Config: a.Config, Root: opts.root, FS: sysfs.HostFS(opts.root), Stderr: a.Stderr, SkipProperties: d == forAllocation}
+	h := &Host{Config: a.Config, Root: opts.root, FS: sysfs.HostFS(opts.root), Stderr: a.Stderr,
+		SkipProperties: d == forAllocation, DeferNUMA: d == forAllocation}
 	// Without a pin, devices of resource-specs the request does not name
 	// play no part in an ADD; a pinned one must still be found, to be told
 	// apart from an unknown one (code 12).

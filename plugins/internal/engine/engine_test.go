@@ -396,7 +396,8 @@ func TestAddChecksTheNodesItConsiders(t *testing.T) {
 	}
 }
 
-// What discovery is told it may leave out: properties for every ADD, and
+// What discovery is told it may leave out: properties and NUMA lookups
+// for every ADD, and
 // the devices of resource-specs an ADD does not name unless it pins
 // devices, which must then be found wherever they are.
 func TestHostNarrowsDiscoveryForAdd(t *testing.T) {
@@ -426,8 +427,45 @@ func TestHostNarrowsDiscoveryForAdd(t *testing.T) {
 			if err := tt.call(); err != nil {
 				t.Fatal(err)
 			}
-			if seen.SkipProperties != tt.skipProperties || !slices.Equal(seen.Wanted, tt.wanted) {
-				t.Errorf("SkipProperties %v, Wanted %v; want %v, %v", seen.SkipProperties, seen.Wanted, tt.skipProperties, tt.wanted)
+			if seen.SkipProperties != tt.skipProperties || seen.DeferNUMA != tt.skipProperties || !slices.Equal(seen.Wanted, tt.wanted) {
+				t.Errorf("SkipProperties %v, DeferNUMA %v, Wanted %v; want %v, %v, %v",
+					seen.SkipProperties, seen.DeferNUMA, seen.Wanted, tt.skipProperties, tt.skipProperties, tt.wanted)
+			}
+		})
+	}
+}
+
+// Devices whose NUMA node the family defers (Device.LookUpNUMA) are
+// picked as if it were known, and looked up only where ADD needs it:
+// every candidate when NUMA nodes are asked for, else the picked only.
+func TestAddLooksUpDeferredNUMA(t *testing.T) {
+	tests := []struct {
+		name       string
+		q          req
+		want       []string
+		wantNUMA   []int
+		wantLooked []string
+	}{
+		{"no NUMA asked for", req{id: "r", request: "gpu:1"}, []string{"gpu0"}, []int{0}, []string{"gpu0"}},
+		{"NUMA asked for", req{id: "r", request: "gpu:1", numa: []int{1}}, []string{"gpu2"}, []int{1}, []string{"gpu0", "gpu1", "gpu2", "gpu3"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t, "")
+			var looked []string
+			for i := range r.inv.Devices {
+				d := &r.inv.Devices[i]
+				numa, id := d.NUMANode, d.ID
+				d.NUMANode, d.LookUpNUMA = nil, func() *int { looked = append(looked, id); return numa }
+			}
+			res, err := r.add(tt.q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			slices.Sort(looked)
+			if !slices.Equal(devices(res), tt.want) || !slices.Equal(res.NUMALocality, tt.wantNUMA) || !slices.Equal(looked, tt.wantLooked) {
+				t.Errorf("devices %v, numa_locality %v, looked up %v; want %v, %v, %v",
+					devices(res), res.NUMALocality, looked, tt.want, tt.wantNUMA, tt.wantLooked)
 			}
 		})
 	}

@@ -38,6 +38,11 @@ type Host struct {
 	// (ADD): a family may then leave them out, and the reads only they
 	// need with them.
 	SkipProperties bool
+	// DeferNUMA is set where the call needs the NUMA nodes of few devices
+	// (ADD: of those it picks, and of every candidate only to prefer the
+	// nodes it was asked for): a family may then set Device.LookUpNUMA
+	// instead of NUMANode.
+	DeferNUMA bool
 	// Wanted, when not nil, lists the only resource-specs the call asks
 	// for (an ADD that pins no device): a family may leave out the devices
 	// of the others, and the reads only those need. Inventory.Resources
@@ -70,7 +75,11 @@ type Device struct {
 	Nodes []spec.DeviceNode
 	// NUMANode is nil when unknown.
 	NUMANode *int
-	Healthy  bool
+	// LookUpNUMA, if set, finds NUMANode the first time the engine needs
+	// it: a family may set it instead of NUMANode where Host.DeferNUMA
+	// says so, for a lookup that costs reads.
+	LookUpNUMA func() *int
+	Healthy    bool
 	// Shared marks devices visible from more than one node.
 	Shared bool
 	// Capacity is the number of usage slots; 0 means the config's
