@@ -83,6 +83,9 @@ func TestHostFSRemembers(t *testing.T) {
 		if got, _ := h.ReadLink("l"); got != wantTarget {
 			t.Errorf("ReadLink(l) = %q, want %q", got, wantTarget)
 		}
+		if got, err := Resolve(h, "l"); (err == nil) != wantStat || (wantStat && got != "f") {
+			t.Errorf("Resolve(l) = %q, %v; want f: %v", got, err, wantStat)
+		}
 	}
 	check(h, true, "f")
 	must(os.Remove(filepath.Join(dir, "f")))

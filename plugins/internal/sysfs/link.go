@@ -19,7 +19,10 @@ import (
 // nothing outside the tree is consulted. When fsys cannot read links
 // (fs.ReadLinkFS), the error wraps errors.ErrUnsupported.
 func Resolve(fsys fs.FS, name string) (string, error) {
-	return resolve(fsys, name, false)
+	if r, ok := fsys.(resolver); ok && fs.ValidPath(name) {
+		return r.resolve(name)
+	}
+	return walkLinks(fsys, name, false)
 }
 
 // ErrLeavesTree is Inside's answer for a name whose links lead out of
@@ -32,12 +35,13 @@ var ErrLeavesTree = errors.New("a link leads out of the tree")
 // the host's own files (a fixture's dev linking to the host's /dev). It
 // returns nil, or an error wrapping ErrLeavesTree, or the lookup's error.
 func Inside(fsys fs.FS, name string) error {
-	_, err := resolve(fsys, name, true)
+	_, err := walkLinks(fsys, name, true)
 	return err
 }
 
-// resolve is Resolve; strict makes a way out of the tree ErrLeavesTree.
-func resolve(fsys fs.FS, name string, strict bool) (string, error) {
+// walkLinks is Resolve, one component at a time; strict makes a way out
+// of the tree ErrLeavesTree.
+func walkLinks(fsys fs.FS, name string, strict bool) (string, error) {
 	rl, ok := fsys.(fs.ReadLinkFS)
 	if !ok {
 		return "", fmt.Errorf("resolving %s: file system cannot read symlinks: %w", name, errors.ErrUnsupported)
