@@ -33,7 +33,7 @@ func discover(h *engine.Host) (*engine.Inventory, error) {
 	}
 	claimed := map[string]bool{}
 	ids := map[string]bool{}
-	for i := range groups {
+	for i := range groups[:lastWanted(h, groups)+1] {
 		g := &groups[i]
 		paths, err := g.match(h.FS, claimed)
 		if err != nil {
@@ -54,6 +54,18 @@ func discover(h *engine.Host) (*engine.Inventory, error) {
 		}
 	}
 	return inv, nil
+}
+
+// lastWanted is the index of the last group whose devices the call
+// wants, -1 for none. A group's paths and ids can be taken only by the
+// groups before it, so the groups after that one change nothing the call
+// gets and are not matched at all.
+func lastWanted(h *engine.Host, groups []group) int {
+	last := len(groups) - 1
+	for last >= 0 && !h.Wants(groups[last].resource) {
+		last--
+	}
+	return last
 }
 
 // match returns the host paths the group's globs match under root, in

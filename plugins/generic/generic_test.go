@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -118,6 +119,34 @@ func TestDiscoverWanted(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// readDirs records the directories listed through it.
+type readDirs struct {
+	fs.FS
+	listed []string
+}
+
+func (r *readDirs) ReadDir(name string) ([]fs.DirEntry, error) {
+	r.listed = append(r.listed, name)
+	return fs.ReadDir(r.FS, name)
+}
+
+// The groups after the last one an ADD wants are not matched: nothing
+// they match could be taken from the groups before them.
+func TestDiscoverStopsAfterTheLastWanted(t *testing.T) {
+	all, _ := discoverOK(t, fixture(), exampleGroups)
+	fsys := &readDirs{FS: fixture()}
+	h, _ := host(t, fsys, exampleGroups)
+	h.Wanted = []spec.ResourceSpec{all.Resources[0]} // serial
+	got, err := discover(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Devices) != 3 || slices.Contains(fsys.listed, "dev/snd") {
+		t.Errorf("%d devices, directories listed %v; want the 3 serial ports, and dev/snd (sound, after serial) never listed",
+			len(got.Devices), fsys.listed)
 	}
 }
 
