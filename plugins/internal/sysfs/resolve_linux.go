@@ -37,7 +37,9 @@ func openKernelRoot(root string) kernelRoot {
 
 // fdPath is the path of an open descriptor, as /proc tells it.
 func fdPath(fd int) (string, error) {
-	buf := make([]byte, 1024)
+	// sysfs paths are shorter than 256 bytes: a bigger first buffer would
+	// only deepen the call's stack, which Go grows by copying it.
+	buf := make([]byte, 256)
 	for {
 		n, err := retryEINTR(func() (int, error) { return syscall.Readlink("/proc/self/fd/"+strconv.Itoa(fd), buf) })
 		if err != nil {
