@@ -132,14 +132,20 @@ func (h *hostFS) readDir(name string) ([]fs.DirEntry, error) {
 }
 
 // remember returns memo[name], looking it up the first time it is asked.
+// The lookup runs without h.mu held, since one lookup may make others
+// (Resolve walking links through Lstat and ReadLink); two callers asking
+// for the same new name at once may both look it up.
 func remember[R any](h *hostFS, memo map[string]R, name string, look func() R) R {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	r, ok := memo[name]
-	if !ok {
-		r = look()
-		memo[name] = r
+	h.mu.Unlock()
+	if ok {
+		return r
 	}
+	r = look()
+	h.mu.Lock()
+	memo[name] = r
+	h.mu.Unlock()
 	return r
 }
 

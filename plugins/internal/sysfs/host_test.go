@@ -185,3 +185,26 @@ func TestHostFSReadDirAgreesWithDirFS(t *testing.T) {
 		})
 	}
 }
+
+// Where the kernel cannot resolve (no openat2, a seccomp filter, no
+// /proc, or not Linux), HostFS walks the links through its own Lstat and
+// ReadLink, and agrees with the walk over os.DirFS. Before, the walk ran
+// under the lock its own lookups take, and the plugin deadlocked.
+func TestHostFSResolvesWithoutTheKernel(t *testing.T) {
+	root, err := filepath.Abs("../../../testdata/root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"sys/class/drm/card1/device", "sys/class/tty/ttyUSB1/device", "sys/class/tty/ttyUSB9/device", "dev/tty13"} {
+		t.Run(name, func(t *testing.T) {
+			h := withoutKernelResolve(HostFS(root))
+			want, wantErr := walkLinks(os.DirFS(root), name, false)
+			for range 2 { // the second answer is remembered
+				got, err := Resolve(h, name)
+				if got != want || (err == nil) != (wantErr == nil) {
+					t.Fatalf("Resolve = %q, %v; the walk over os.DirFS says %q, %v", got, err, want, wantErr)
+				}
+			}
+		})
+	}
+}

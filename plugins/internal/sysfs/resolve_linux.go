@@ -73,13 +73,12 @@ func (h *hostFS) resolveInKernel(name string) (string, error) {
 	if h.kroot.path == "" {
 		return "", errNoKernelResolve
 	}
-	how := &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS}
-	fd, err := retryEINTR(func() (int, error) { return unix.Openat2(h.kroot.fd, name, how) })
+	fd, err := openInRoot(h.kroot.fd, name)
 	switch {
 	case errors.Is(err, syscall.ENOSYS), errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EINVAL),
 		errors.Is(err, syscall.E2BIG), errors.Is(err, syscall.EAGAIN):
-		// No openat2 or no RESOLVE_IN_ROOT, a seccomp filter, or a rename
-		// racing a ".." (EAGAIN): user space resolves.
+		// No openat2 or no RESOLVE_IN_ROOT, a seccomp filter, or renames
+		// on the machine racing every try (EAGAIN): user space resolves.
 		return "", errNoKernelResolve
 	case errors.Is(err, syscall.ELOOP):
 		return "", &fs.PathError{Op: "resolve", Path: name, Err: ErrLoop}
@@ -93,6 +92,23 @@ func (h *hostFS) resolveInKernel(name string) (string, error) {
 	}
 	return nameUnder(h.kroot.path, full)
 }
+
+// openInRoot opens name under the root descriptor as a path only,
+// following its links in root. The kernel refuses with EAGAIN a ".."
+// walked while anything on the machine was renamed, which sysfs's
+// relative links always walk: a few tries get past a busy moment.
+func openInRoot(root int, name string) (int, error) {
+	how := &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS}
+	for try := 1; ; try++ {
+		fd, err := retryEINTR(func() (int, error) { return unix.Openat2(root, name, how) })
+		if !errors.Is(err, syscall.EAGAIN) || try == openTries {
+			return fd, err
+		}
+	}
+}
+
+// openTries bounds openInRoot's tries.
+const openTries = 3
 
 // nameUnder is full as a name under root, or errNoKernelResolve where
 // /proc's path cannot be read as one: a file deleted since (" (deleted)"),

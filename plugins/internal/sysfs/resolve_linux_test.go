@@ -118,3 +118,10 @@ func TestNameUnder(t *testing.T) {
 		}
 	}
 }
+
+// withoutKernelResolve makes h resolve as where the kernel cannot.
+func withoutKernelResolve(fsys fs.FS) fs.FS {
+	h := fsys.(*hostFS)
+	h.rootOnce.Do(func() { h.kroot = kernelRoot{fd: -1} })
+	return h
+}
