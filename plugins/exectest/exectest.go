@@ -128,17 +128,17 @@ func Env(kv ...string) map[string]string {
 // the binary's path in *bin, runs the tests and removes the directory.
 // Call it from TestMain: os.Exit happens here.
 func Main(m *testing.M, pkg string, bin *string) {
-	os.Exit(runMain(m, func(dir string) (err error) {
+	MainWith(m, func(dir string) (err error) {
 		*bin, err = Build(pkg, dir)
 		return err
-	}))
+	})
 }
 
 // MainDir is Main for tests that need several plugins side by side, as in
 // a plugin search path: every package in pkgs is built into one
 // temporary directory, whose path is stored in *dir.
 func MainDir(m *testing.M, dir *string, pkgs ...string) {
-	os.Exit(runMain(m, func(d string) error {
+	MainWith(m, func(d string) error {
 		*dir = d
 		for _, pkg := range pkgs {
 			if _, err := Build(pkg, d); err != nil {
@@ -146,7 +146,14 @@ func MainDir(m *testing.M, dir *string, pkgs ...string) {
 			}
 		}
 		return nil
-	}))
+	})
+}
+
+// MainWith is Main for tests that build what they need themselves: build
+// fills a new temporary directory, then the tests run and the directory
+// is removed. A failed build ends the test binary with status 2.
+func MainWith(m *testing.M, build func(dir string) error) {
+	os.Exit(runMain(m, build))
 }
 
 func runMain(m *testing.M, build func(dir string) error) int {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,22 +22,10 @@ var binDir string
 var defects = []string{"none", "two-documents", "stdout-noise", "del-unknown-fails", "errors-exit-zero", "versions-newest-first", "no-lock"}
 
 func TestMain(m *testing.M) {
-	os.Exit(runTests(m))
-}
-
-func runTests(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "conformance-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	if err := buildAll(dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	binDir = dir
-	return m.Run()
+	exectest.MainWith(m, func(dir string) error {
+		binDir = dir
+		return buildAll(dir)
+	})
 }
 
 // buildAll builds the plugins, and the broken plugin once per defect

@@ -2,12 +2,11 @@ package invoke_test
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/cdiexec/cdi/plugins/exectest"
 	"github.com/cdiexec/cdi/spec/invoke"
 )
 
@@ -15,23 +14,7 @@ import (
 var pluginDir string
 
 func TestMain(m *testing.M) {
-	os.Exit(runTests(m))
-}
-
-func runTests(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "invoke-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	build := exec.Command("go", "build", "-o", filepath.Join(dir, "testplugin"), "./testdata/testplugin")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building the test plugin: %v\n%s", err, out)
-		return 1
-	}
-	pluginDir = dir
-	return m.Run()
+	exectest.MainDir(m, &pluginDir, "./testdata/testplugin")
 }
 
 // testConf is a drop-in for the test plugin in the given mode.

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
+
+	"github.com/cdiexec/cdi/plugins/exectest"
 )
 
 // binDir holds cditool, the test plugin of package invoke and the
@@ -13,23 +11,5 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
-	os.Exit(runTests(m))
-}
-
-func runTests(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "cditool-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	for name, pkg := range map[string]string{"cditool": ".", "testplugin": "../../invoke/testdata/testplugin", "generic-tty": "../../../plugins/generic-tty"} {
-		build := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg)
-		if out, err := build.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", name, err, out)
-			return 1
-		}
-	}
-	binDir = dir
-	return m.Run()
+	exectest.MainDir(m, &binDir, ".", "../../invoke/testdata/testplugin", "../../../plugins/generic-tty")
 }
