@@ -101,19 +101,9 @@ func TestDiscoverOptions(t *testing.T) {
 // TestProbeLoopback probes real sockets, all on 127.0.0.1: one listening,
 // one whose listener has been closed again.
 func TestProbeLoopback(t *testing.T) {
-	open, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer open.Close()
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closedAddr := closed.Addr().String()
-	closed.Close()
+	openAddr, closedAddr := loopbackPorts(t)
 	h, stderr := host(t, `{"probe":{"tcp":true,"timeoutMs":2000},"endpoints":[
-		{"id":"up","url":"rtsp://`+open.Addr().String()+`/s"},
+		{"id":"up","url":"rtsp://`+openAddr+`/s"},
 		{"id":"down","url":"http://`+closedAddr+`/"}]}`)
 	var d net.Dialer
 	inv, err := discover(h, d.DialContext)
@@ -126,6 +116,23 @@ func TestProbeLoopback(t *testing.T) {
 	if !strings.Contains(stderr.String(), "down is unhealthy") || strings.Contains(stderr.String(), "up is") {
 		t.Errorf("stderr %q", stderr)
 	}
+}
+
+// loopbackPorts returns two TCP addresses on 127.0.0.1: one listening
+// until the test ends, one whose listener has been closed again.
+func loopbackPorts(t *testing.T) (openAddr, closedAddr string) {
+	t.Helper()
+	open, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { open.Close() })
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed.Close()
+	return open.Addr().String(), closed.Addr().String()
 }
 
 // TestProbeAddresses checks the address each URL is probed at, without

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"net"
 	"reflect"
 	"testing"
 
@@ -69,21 +68,11 @@ func TestShippedConf(t *testing.T) {
 // TestProbe runs INFO with the TCP probe against two loopback ports the
 // test controls: one listening, one closed.
 func TestProbe(t *testing.T) {
-	open, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer open.Close()
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closedAddr := closed.Addr().String()
-	closed.Close()
+	openAddr, closedAddr := loopbackPorts(t)
 	conf := exectest.Conf(t, "0.1.0", "camera", "endpoint", map[string]any{
 		"stateDir": t.TempDir(), "probe": map[string]any{"tcp": true, "timeoutMs": 2000},
 		"endpoints": []any{
-			map[string]any{"id": "up", "url": "rtsp://" + open.Addr().String() + "/live"},
+			map[string]any{"id": "up", "url": "rtsp://" + openAddr + "/live"},
 			map[string]any{"id": "down", "url": "rtsp://" + closedAddr + "/live"},
 		},
 	})
