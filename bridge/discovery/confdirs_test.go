@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/cdiexec/cdi/plugins/exectest"
 )
@@ -67,21 +66,11 @@ func TestRunNoticesTheSecondConfDir(t *testing.T) {
 	d, _ := newDiscoverer(t)
 	second := t.TempDir()
 	d.ConfDir += ":" + second
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	results := make(chan []Pool, 10)
-	go d.Run(ctx, time.Hour, 20*time.Millisecond, func(p []Pool) { results <- p })
-	if got := <-results; len(got) != 3 {
-		t.Fatalf("first run: %v", names(got))
-	}
-	writeConf(t, second, "tty", "chart", "generic-tty",
-		map[string]any{"root": exectest.FixtureRoot(t), "stateDir": t.TempDir(), "num_system_reserved": 40})
-	select {
-	case got := <-results:
-		if find(got, "tty-chart") == nil {
-			t.Fatalf("after adding a drop-in to the second directory: %v", names(got))
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the second directory's new drop-in was not discovered")
+	got := discoveredAfter(t, d, func() {
+		writeConf(t, second, "tty", "chart", "generic-tty",
+			map[string]any{"root": exectest.FixtureRoot(t), "stateDir": t.TempDir(), "num_system_reserved": 40})
+	})
+	if find(got, "tty-chart") == nil {
+		t.Fatalf("after adding a drop-in to the second directory: %v", names(got))
 	}
 }

@@ -103,22 +103,34 @@ func TestFailedInfoKeepsDevicesUnhealthy(t *testing.T) {
 
 func TestRunNoticesNewDropIn(t *testing.T) {
 	d, confDir := newDiscoverer(t)
+	got := discoveredAfter(t, d, func() {
+		writeConf(t, confDir, "snd", "sound", "generic", map[string]any{"root": exectest.FixtureRoot(t), "stateDir": t.TempDir(),
+			"groups": []map[string]any{{"name": "", "paths": []string{"/dev/snd/*"}, "perDevice": "all"}}})
+	})
+	if find(got, "snd-sound") == nil {
+		t.Fatalf("after adding a drop-in: %v", names(got))
+	}
+}
+
+// discoveredAfter runs d, polling its directories every 20 ms, waits for
+// the first discovery (the three pools of newDiscoverer), calls change,
+// and returns the next discovery's pools.
+func discoveredAfter(t *testing.T, d *Discoverer, change func()) []Pool {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	t.Cleanup(cancel)
 	results := make(chan []Pool, 10)
 	go d.Run(ctx, time.Hour, 20*time.Millisecond, func(p []Pool) { results <- p })
 	if got := <-results; len(got) != 3 {
 		t.Fatalf("first run: %v", names(got))
 	}
-	writeConf(t, confDir, "snd", "sound", "generic", map[string]any{"root": exectest.FixtureRoot(t), "stateDir": t.TempDir(),
-		"groups": []map[string]any{{"name": "", "paths": []string{"/dev/snd/*"}, "perDevice": "all"}}})
+	change()
 	select {
 	case got := <-results:
-		if find(got, "snd-sound") == nil {
-			t.Fatalf("after adding a drop-in: %v", names(got))
-		}
+		return got
 	case <-time.After(10 * time.Second):
-		t.Fatal("the new drop-in was not discovered")
+		t.Fatal("the change was not discovered")
+		return nil
 	}
 }
 
