@@ -67,6 +67,23 @@ func TestImage(t *testing.T) {
 	}
 }
 
+// eachTarEntry calls fn with every entry of the tar stream r, and a
+// reader of its content.
+func eachTarEntry(t *testing.T, r io.Reader, fn func(h *tar.Header, content io.Reader)) {
+	t.Helper()
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		fn(h, tr)
+	}
+}
+
 // layoutFiles are the files of an OCI image layout tarball, by path.
 type layoutFiles map[string][]byte
 
@@ -79,21 +96,16 @@ func readLayout(t *testing.T, path string) layoutFiles {
 	}
 	defer f.Close()
 	l := layoutFiles{}
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
+	eachTarEntry(t, f, func(h *tar.Header, content io.Reader) {
+		if h.Typeflag != tar.TypeReg {
+			return
 		}
+		data, err := io.ReadAll(content)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if h.Typeflag == tar.TypeReg {
-			if l[h.Name], err = io.ReadAll(tr); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+		l[h.Name] = data
+	})
 	var marker struct{ ImageLayoutVersion string }
 	if err := json.Unmarshal(l["oci-layout"], &marker); err != nil || marker.ImageLayoutVersion != "1.0.0" {
 		t.Errorf("oci-layout %q (%v), want version 1.0.0", l["oci-layout"], err)
@@ -184,34 +196,26 @@ func checkLayer(t *testing.T, r io.Reader, machine elf.Machine) {
 		"opt/cdi/bin/drm": true, "opt/cdi/bin/generic": true, "opt/cdi/bin/generic-tty": true, "opt/cdi/bin/endpoint": true,
 		"usr/share/cdi/conf.d/gpu.d/drm.conf": false, "usr/share/cdi/conf.d/tty.d/generic.conf": false,
 	}
-	tr := tar.NewReader(r)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	eachTarEntry(t, r, func(h *tar.Header, content io.Reader) {
 		binary, ok := want[h.Name]
 		if !ok {
-			continue
+			return
 		}
 		delete(want, h.Name)
 		if h.Uid != 0 || h.Gid != 0 || h.ModTime.Unix() != 0 {
 			t.Errorf("%s: owner %d:%d, time %v; want root and the epoch", h.Name, h.Uid, h.Gid, h.ModTime)
 		}
 		if !binary {
-			continue
+			return
 		}
-		data, err := io.ReadAll(tr)
+		data, err := io.ReadAll(content)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := checkBinary(data, machine); h.Mode&0o111 == 0 || err != nil {
 			t.Errorf("%s: mode %o, %v; want an executable static binary", h.Name, h.Mode, err)
 		}
-	}
+	})
 	for n := range want {
 		t.Errorf("%s missing from the image", n)
 	}
