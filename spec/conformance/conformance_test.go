@@ -3,7 +3,6 @@ package conformance_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -52,32 +51,11 @@ func buildAll(dir string) error {
 	return nil
 }
 
-// shippedDropIn is a drop-in of conf.d with its root at the fixture host
-// and its stateDir, if it has one, as shipped: Run replaces it.
+// shippedDropIn is a drop-in of conf.d with its root at the fixture host;
+// its stateDir does not matter, as Run replaces it.
 func shippedDropIn(t *testing.T, rel string) []byte {
 	t.Helper()
-	root, err := exectest.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(filepath.Join(root, "conf.d", rel))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc map[string]any
-	if err := json.Unmarshal(data, &doc); err != nil {
-		t.Fatal(err)
-	}
-	if args, ok := doc["args"].(map[string]any); ok {
-		if _, has := args["root"]; has {
-			args["root"] = exectest.FixtureRoot(t)
-		}
-	}
-	out, err := json.Marshal(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return exectest.Marshal(t, exectest.ShippedDropIn(t, rel, t.TempDir()))
 }
 
 func run(t *testing.T, plugin string, dropIn []byte) *conformance.Report {
