@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -124,4 +125,45 @@ func withoutKernelResolve(fsys fs.FS) fs.FS {
 	h := fsys.(*hostFS)
 	h.rootOnce.Do(func() { h.kroot = kernelRoot{fd: -1} })
 	return h
+}
+
+// BenchmarkResolveClassEntries resolves the device links of the
+// fixture's DRM class entries, as drm's discovery does, with a new
+// HostFS per round: by the kernel, and by the walk it replaced (the
+// floor is the walk: "kernel" should be the faster).
+func BenchmarkResolveClassEntries(b *testing.B) {
+	root, err := filepath.Abs("../../../testdata/root")
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The cards and render nodes, as drm resolves them; connectors
+	// (card0-DP-1) have no device link.
+	all, err := filepath.Glob(filepath.Join(root, "sys/class/drm/*[0-9]"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var entries []string
+	for _, e := range all {
+		if !strings.Contains(filepath.Base(e), "-") {
+			entries = append(entries, e)
+		}
+	}
+	for _, way := range []struct {
+		name string
+		fsys func() fs.FS
+	}{
+		{"walk", func() fs.FS { return withoutKernelResolve(HostFS(root)) }},
+		{"kernel", func() fs.FS { return HostFS(root) }},
+	} {
+		b.Run(way.name, func(b *testing.B) {
+			for b.Loop() {
+				fsys := way.fsys()
+				for _, e := range entries {
+					if _, err := Resolve(fsys, "sys/class/drm/"+filepath.Base(e)+"/device"); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
 }
