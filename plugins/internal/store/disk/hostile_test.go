@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cdiexec/cdi/plugins/exectest"
 	"github.com/cdiexec/cdi/plugins/internal/store"
@@ -139,6 +141,32 @@ func TestOversizedStateRefused(t *testing.T) {
 	err := disk.New(path, bootA).Update(t.Context(), increment)
 	if !errors.Is(err, store.ErrCorrupt) {
 		t.Fatalf("Update = %v, want ErrCorrupt for the size", err)
+	}
+}
+
+// A FIFO or a directory at the state file's path is refused as corrupt at
+// once: opening a FIFO to read it would wait for a writer for good.
+func TestStatePathNotARegularFile(t *testing.T) {
+	for name, place := range map[string]func(string) error{
+		"fifo":      func(p string) error { return syscall.Mkfifo(p, 0o644) },
+		"directory": func(p string) error { return os.Mkdir(p, 0o755) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "p.json")
+			if err := place(path); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- disk.New(path, bootA).Update(t.Context(), increment) }()
+			select {
+			case err := <-done:
+				if !errors.Is(err, store.ErrCorrupt) {
+					t.Fatalf("Update = %v, want ErrCorrupt", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Update still waits on the state file after 10s")
+			}
+		})
 	}
 }
 

@@ -3,9 +3,8 @@ package disk
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
+	"slices"
 	"syscall"
 
 	"github.com/cdiexec/cdi/plugins/internal/store"
@@ -24,7 +23,7 @@ func (s *Store) load() (*store.State, []byte, error) {
 	if errors.Is(err, syscall.ELOOP) {
 		return nil, nil, fmt.Errorf("state file %s: %w: it is a symbolic link", s.path, store.ErrCorrupt)
 	}
-	if errors.Is(err, errTooLarge) {
+	if errors.Is(err, errTooLarge) || errors.Is(err, errNotRegular) {
 		return nil, nil, fmt.Errorf("state file %s: %w: %w", s.path, store.ErrCorrupt, err)
 	}
 	if err != nil {
@@ -61,19 +60,58 @@ type tooLargeError struct{}
 func (tooLargeError) Error() string { return fmt.Sprintf("larger than %d MiB", MaxStateSize>>20) }
 
 // readNoFollow reads the file at path, failing with ELOOP where path is a
-// symbolic link, and with errTooLarge past MaxStateSize.
+// symbolic link, with errNotRegular where it is no regular file (a FIFO
+// there would block the read for good), and with errTooLarge past
+// MaxStateSize.
+//
+// It reads with plain system calls into a buffer sized by fstat: an
+// os.File from os.OpenFile would bring the runtime's poller up for a
+// regular file (see lock), and io.ReadAll would grow its buffer through
+// four sizes, each a fresh page for a short process to fault in.
 func readNoFollow(path string) ([]byte, error) {
-	// os.NewFile on a plain descriptor, not os.OpenFile, which would
-	// bring the runtime's poller up for a regular file (see lock).
-	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	// O_NONBLOCK: opening a FIFO for reading would wait for a writer. It
+	// changes nothing for a regular file.
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &fs.PathError{Op: "open", Path: path, Err: err}
 	}
-	f := os.NewFile(uintptr(fd), path)
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxStateSize+1))
-	if err == nil && len(data) > MaxStateSize {
+	defer syscall.Close(fd)
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
+		return nil, &fs.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return nil, errNotRegular
+	}
+	if st.Size > MaxStateSize {
 		return nil, errTooLarge
 	}
-	return data, err
+	// Room past the size to see the end of the file in the same read.
+	buf := make([]byte, 0, st.Size+512)
+	for {
+		if len(buf) == cap(buf) {
+			if len(buf) > MaxStateSize {
+				return nil, errTooLarge
+			}
+			buf = slices.Grow(buf, len(buf))
+		}
+		// No EINTR to retry: a regular file's read is not interrupted,
+		// and the runtime's signals restart system calls.
+		n, err := syscall.Read(fd, buf[len(buf):cap(buf)])
+		if err != nil {
+			return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+		}
+		if n == 0 {
+			break
+		}
+		buf = buf[:len(buf)+n]
+	}
+	if len(buf) > MaxStateSize {
+		return nil, errTooLarge
+	}
+	return buf, nil
 }
+
+// errNotRegular is readNoFollow's error for a state path that holds no
+// regular file.
+var errNotRegular = errors.New("not a regular file")
