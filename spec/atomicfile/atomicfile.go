@@ -46,7 +46,7 @@ func Write(path string, data []byte, o Options) error {
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := rename(tmp, path); err != nil {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
@@ -121,6 +121,16 @@ func fill(f *os.File, data []byte, perm fs.FileMode) error {
 		_ = os.Remove(f.Name())
 	}
 	return err
+}
+
+// rename is os.Rename without its lstat of newpath, which it makes to
+// refuse replacing a directory with its own error: rename(2) refuses
+// that as well (EISDIR), and a plugin saves its state on most calls.
+func rename(oldpath, newpath string) error {
+	if err := syscall.Rename(oldpath, newpath); err != nil {
+		return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: err}
+	}
+	return nil
 }
 
 // syncDir flushes dir's entries, making a rename into it durable.

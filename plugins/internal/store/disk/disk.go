@@ -85,10 +85,7 @@ func (s *Store) View(ctx context.Context, fn func(*store.State) error) error {
 // The returned func releases the lock.
 func (s *Store) lock() (func(), error) {
 	dir := filepath.Dir(s.path)
-	if err := mkdirAll(dir); err != nil {
-		return nil, err
-	}
-	if err := checkDir(dir); err != nil {
+	if err := prepareDir(dir); err != nil {
 		return nil, err
 	}
 	// A plain descriptor, not an os.File: os.OpenFile would bring the

@@ -46,20 +46,28 @@ func checkDir(dir string) error {
 	return nil
 }
 
-// mkdirAll creates dir and its parents.
-func mkdirAll(dir string) error {
+// prepareDir creates dir and its parents where dir is missing, and checks
+// it (checkDir). A directory that exists, every call but the first, costs
+// one lstat.
+func prepareDir(dir string) error {
+	err := checkDir(dir)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
 	if err := os.MkdirAll(dir, dirMode); err != nil {
 		return fmt.Errorf("create state directory: %w", err)
 	}
-	return nil
+	return checkDir(dir)
 }
 
 // removeStaleTemp removes the temporary file a crashed save left next to
 // path, if any. The caller holds the lock, so no save is in progress.
 func removeStaleTemp(path string) error {
-	err := os.Remove(path + tempSuffix)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("remove stale temporary state file: %w", err)
+	// unlink alone: os.Remove would try rmdir as well after every unlink
+	// that found nothing, which is every call but one after a crash.
+	tmp := path + tempSuffix
+	if err := syscall.Unlink(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove stale temporary state file: %w", &fs.PathError{Op: "unlink", Path: tmp, Err: err})
 	}
 	return nil
 }
