@@ -47,11 +47,11 @@ func discover(h *engine.Host) (*engine.Inventory, error) {
 	inv.Devices = make([]engine.Device, 0, len(numbers))
 	for _, n := range numbers {
 		name := "tty" + strconv.Itoa(n)
-		inv.Devices = append(inv.Devices, engine.Device{
-			ID: name, Resource: rs, Healthy: true,
-			Nodes:      []spec.DeviceNode{{HostPath: "/dev/" + name}},
-			Properties: map[string]string{"terminal": strconv.Itoa(n)},
-		})
+		d := engine.Device{ID: name, Resource: rs, Healthy: true, Nodes: []spec.DeviceNode{{HostPath: "/dev/" + name}}}
+		if !h.SkipProperties { // an ADD shows none: a map per terminal saved
+			d.Properties = map[string]string{"terminal": strconv.Itoa(n)}
+		}
+		inv.Devices = append(inv.Devices, d)
 	}
 	return inv, nil
 }

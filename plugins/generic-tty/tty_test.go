@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/cdiexec/cdi/plugins/exectest"
+	"github.com/cdiexec/cdi/plugins/internal/engine"
 	"github.com/cdiexec/cdi/spec"
 )
 
@@ -243,5 +245,28 @@ func TestReadOnlyCommandsCreateNothing(t *testing.T) {
 	exectest.Run(t, plugin, exectest.Env("CDI_VERSION", "0.1.0", "CDI_COMMAND", "LIST"), conf).Decode(t, &l)
 	if len(l.Allocations) != 1 {
 		t.Errorf("LIST after an ADD: %+v", l.Allocations)
+	}
+}
+
+// A terminal's properties are made for INFO, which shows them, and not
+// for an ADD, which shows none.
+func TestPropertiesOnlyWhereShown(t *testing.T) {
+	cfg, err := spec.ParseConfig(draftConf(t, "0.1.0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, skip := range []bool{false, true} {
+		h := &engine.Host{Config: cfg, Root: "/", FS: os.DirFS(exectest.FixtureRoot(t)), Stderr: io.Discard, SkipProperties: skip}
+		inv, err := discover(h)
+		if err != nil || len(inv.Devices) == 0 {
+			t.Fatalf("discover: %v, %d devices", err, len(inv.Devices))
+		}
+		var want map[string]string
+		if !skip {
+			want = map[string]string{"terminal": "13"}
+		}
+		if got := inv.Devices[0].Properties; !reflect.DeepEqual(got, want) {
+			t.Errorf("SkipProperties %v: %s has properties %v, want %v", skip, inv.Devices[0].ID, got, want)
+		}
 	}
 }
