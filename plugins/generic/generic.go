@@ -44,7 +44,7 @@ func discover(h *engine.Host) (*engine.Inventory, error) {
 		// would get if all were discovered.
 		for _, d := range g.devices(h, paths, classes) {
 			if err := engine.CheckDeviceID(d.ID); err != nil || ids[d.ID] {
-				fmt.Fprintf(h.Stderr, "generic: skipping %s: no usable device id (%q is invalid or taken)\n", d.Properties["path"], d.ID)
+				fmt.Fprintf(h.Stderr, "generic: skipping %s: no usable device id (%q is invalid or taken)\n", nodePaths(d), d.ID)
 				continue
 			}
 			ids[d.ID] = true
@@ -118,12 +118,12 @@ func (g *group) devices(h *engine.Host, paths, classes []string) []engine.Device
 // are looked up only where the call wants the group's devices, the NUMA
 // node only when the engine needs it where the call defers it.
 func (g *group) device(h *engine.Host, id string, paths, classes []string) engine.Device {
-	d := engine.Device{
-		ID: id, Resource: g.resource, Healthy: true,
-		Properties: map[string]string{"path": strings.Join(paths, ",")},
-	}
-	if g.Name != "" {
-		d.Properties["group"] = g.Name
+	d := engine.Device{ID: id, Resource: g.resource, Healthy: true}
+	if !h.SkipProperties { // an ADD shows none
+		d.Properties = map[string]string{"path": strings.Join(paths, ",")}
+		if g.Name != "" {
+			d.Properties["group"] = g.Name
+		}
 	}
 	for _, p := range paths {
 		d.Nodes = append(d.Nodes, spec.DeviceNode{HostPath: p, ContainerPath: p, Permissions: g.Permissions})
@@ -143,6 +143,15 @@ func (g *group) device(h *engine.Host, id string, paths, classes []string) engin
 		}
 	}
 	return d
+}
+
+// nodePaths names d's nodes for a note on stderr.
+func nodePaths(d engine.Device) string {
+	paths := make([]string, len(d.Nodes))
+	for i, n := range d.Nodes {
+		paths[i] = n.HostPath
+	}
+	return strings.Join(paths, ",")
 }
 
 // nodeID derives a stable device id from a node's path: the group name,

@@ -170,6 +170,27 @@ func TestDiscoverDefersNUMA(t *testing.T) {
 	}
 }
 
+// An ADD's discovery (SkipProperties) makes no properties: only INFO shows
+// them. The devices are the same otherwise.
+func TestDiscoverSkipsProperties(t *testing.T) {
+	all, _ := discoverOK(t, fixture(), exampleGroups)
+	h, _ := host(t, fixture(), exampleGroups)
+	h.SkipProperties = true
+	got, err := discover(h)
+	if err != nil || len(got.Devices) != len(all.Devices) {
+		t.Fatalf("%d devices, %v; want %d", len(got.Devices), err, len(all.Devices))
+	}
+	for i, d := range got.Devices {
+		if d.Properties != nil {
+			t.Errorf("%s: properties %v, want none", d.ID, d.Properties)
+		}
+		d.Properties = all.Devices[i].Properties
+		if !reflect.DeepEqual(d, all.Devices[i]) {
+			t.Errorf("device %d is %+v, want %+v apart from its properties", i, d, all.Devices[i])
+		}
+	}
+}
+
 // TestFirstGroupWins checks that a catch-all group after a specific one
 // does not get the specific group's nodes again.
 func TestFirstGroupWins(t *testing.T) {
