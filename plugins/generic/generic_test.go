@@ -150,16 +150,24 @@ func TestDiscoverStopsAfterTheLastWanted(t *testing.T) {
 	}
 }
 
-// Where the call defers NUMA lookups, a device's LookUpNUMA finds what a
-// whole discovery puts in NUMANode.
-func TestDiscoverDefersNUMA(t *testing.T) {
-	all, _ := discoverOK(t, fixture(), exampleGroups)
+// discoverBoth discovers the example groups on the fixture twice: as INFO
+// does, and with the Host changed by set. Both find the same devices.
+func discoverBoth(t *testing.T, set func(*engine.Host)) (all, got *engine.Inventory) {
+	t.Helper()
+	all, _ = discoverOK(t, fixture(), exampleGroups)
 	h, _ := host(t, fixture(), exampleGroups)
-	h.DeferNUMA = true
+	set(h)
 	got, err := discover(h)
 	if err != nil || len(got.Devices) != len(all.Devices) {
 		t.Fatalf("%d devices, %v; want %d", len(got.Devices), err, len(all.Devices))
 	}
+	return all, got
+}
+
+// Where the call defers NUMA lookups, a device's LookUpNUMA finds what a
+// whole discovery puts in NUMANode.
+func TestDiscoverDefersNUMA(t *testing.T) {
+	all, got := discoverBoth(t, func(h *engine.Host) { h.DeferNUMA = true })
 	for i, d := range got.Devices {
 		if d.NUMANode != nil || d.LookUpNUMA == nil {
 			t.Fatalf("%s: NUMANode %v and no lookup; want it deferred", d.ID, d.NUMANode)
@@ -173,13 +181,7 @@ func TestDiscoverDefersNUMA(t *testing.T) {
 // An ADD's discovery (SkipProperties) makes no properties: only INFO shows
 // them. The devices are the same otherwise.
 func TestDiscoverSkipsProperties(t *testing.T) {
-	all, _ := discoverOK(t, fixture(), exampleGroups)
-	h, _ := host(t, fixture(), exampleGroups)
-	h.SkipProperties = true
-	got, err := discover(h)
-	if err != nil || len(got.Devices) != len(all.Devices) {
-		t.Fatalf("%d devices, %v; want %d", len(got.Devices), err, len(all.Devices))
-	}
+	all, got := discoverBoth(t, func(h *engine.Host) { h.SkipProperties = true })
 	for i, d := range got.Devices {
 		if d.Properties != nil {
 			t.Errorf("%s: properties %v, want none", d.ID, d.Properties)
