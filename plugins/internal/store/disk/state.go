@@ -65,9 +65,9 @@ func (tooLargeError) Error() string { return fmt.Sprintf("larger than %d MiB", M
 // MaxStateSize.
 //
 // It reads with plain system calls into a buffer sized by fstat: an
-// os.File from os.OpenFile would bring the runtime's poller up for a
-// regular file (see lock), and io.ReadAll would grow its buffer through
-// four sizes, each a fresh page for a short process to fault in.
+// os.File, from os.OpenFile or from os.NewFile on this non-blocking
+// descriptor, would bring the runtime's poller up for a regular file
+// (see lock).
 func readNoFollow(path string) ([]byte, error) {
 	// O_NONBLOCK: opening a FIFO for reading would wait for a writer. It
 	// changes nothing for a regular file.
