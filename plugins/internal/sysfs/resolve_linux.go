@@ -59,9 +59,9 @@ func fdPath(fd int) (string, error) {
 // RESOLVE_IN_ROOT, which follows links as Resolve does (".." stops at
 // the top, an absolute target starts again from it), and one readlink
 // of the result's /proc/self/fd entry. Walking the links in user space
-// costs an lstat per component and a readlink per link: for the device
-// links of the ten DRM minors in the fixture, 88 system calls instead of
-// 30. It returns
+// costs an lstat per component and a readlink per link: resolving the
+// device links of the fixture's ten DRM minors took the kernel less than
+// half the walk's time (BenchmarkResolveClassEntries). It returns
 // errNoKernelResolve where the kernel cannot (before Linux 5.6, openat2
 // refused by a seccomp filter, no /proc) or answers ambiguously.
 func (h *hostFS) resolveInKernel(name string) (string, error) {

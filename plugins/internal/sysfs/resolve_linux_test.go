@@ -128,7 +128,8 @@ func withoutKernelResolve(fsys fs.FS) fs.FS {
 }
 
 // BenchmarkResolveClassEntries resolves the device links of the
-// fixture's DRM class entries, as drm's discovery does, with a new
+// fixture's DRM class entries, as DeviceNUMA resolves a class entry's
+// device link (drm now reads only the links' text), with a new
 // HostFS per round: by the kernel, and by the walk it replaced (the
 // floor is the walk: "kernel" should be the faster).
 func BenchmarkResolveClassEntries(b *testing.B) {
