@@ -99,19 +99,23 @@ func TestLinksAtLockAndStateRefused(t *testing.T) {
 	}
 }
 
-// A state directory that is a link, or that others may write to, is
-// refused with ErrUnsafeDir and a message that says why.
+// A state directory that is a link, dangling or not, or that others may
+// write to, is refused with ErrUnsafeDir and a message that says why.
 func TestUnsafeStateDirRefused(t *testing.T) {
 	real := t.TempDir()
 	linked := filepath.Join(t.TempDir(), "linked")
 	if err := os.Symlink(real, linked); err != nil {
 		t.Fatal(err)
 	}
+	dangling := filepath.Join(t.TempDir(), "dangling")
+	if err := os.Symlink(filepath.Join(real, "gone"), dangling); err != nil {
+		t.Fatal(err)
+	}
 	open := t.TempDir()
 	if err := os.Chmod(open, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	for name, dir := range map[string]string{"a link": linked, "world-writable": open} {
+	for name, dir := range map[string]string{"a link": linked, "a dangling link": dangling, "world-writable": open} {
 		t.Run(name, func(t *testing.T) {
 			err := disk.New(filepath.Join(dir, "p.json"), bootA).Update(t.Context(), increment)
 			if !errors.Is(err, disk.ErrUnsafeDir) {
