@@ -2,12 +2,13 @@ package node
 
 import (
 	"context"
+	"encoding/pem"
 	"errors"
-	"io"
-	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,23 +24,19 @@ import (
 )
 
 // When the API server commits a claim but its answer never arrives (here
-// a proxy cuts every connection as the response comes back), Allocate
-// fails with an unknown outcome; once the API answers again, the claim is
-// released within seconds, not left for slot reclaim's five minutes.
+// a proxy drops every answer), Allocate fails with an unknown outcome;
+// once the API answers again, the claim is released within seconds, not
+// left for slot reclaim's five minutes.
 //
-// Should the cut land before the API server commits, the write is not
-// committed, which the outcome must also survive, and the test tries
-// again, up to committedTries times, until one is.
+// Should the store's write never be sent (the answer to a read before it
+// dropped), nothing is committed, which the outcome must also survive,
+// and the test tries again, up to committedTries times, until a claim is.
 func TestUnknownOutcomeIsReleased(t *testing.T) {
 	env := apitest.StartWithInstances(t, apitest.Options{})
 	ns := env.Namespace(t)
-	proxy := startCuttingProxy(t, env.Config.Host)
+	proxy := startCuttingProxy(t, env.Config)
 	cfg := rest.CopyConfig(env.Config)
-	cfg.Host = "https://" + proxy.addr
-	// HTTP/1.1, so that the first bytes back after a request are its
-	// answer: over HTTP/2 the API server's own frames (window updates,
-	// pings) could set off the cut before the write is committed.
-	cfg.TLSClientConfig.NextProtos = []string{"http/1.1"}
+	cfg.Host, cfg.TLSClientConfig = proxy.url, rest.TLSClientConfig{CAData: proxy.caPEM}
 	store := startKubeStore(t, cfg, ns)
 	etcd, err := dynamic.NewForConfig(env.Config) // reads what etcd holds, past every cache
 	if err != nil {
@@ -123,74 +120,57 @@ func usageNow(t *testing.T, etcd dynamic.Interface, ns, name, slot string) strin
 	return u
 }
 
-// cuttingProxy forwards TCP connections to an upstream address; while cut
-// is set, it closes a connection, both ways, as soon as the upstream
-// sends anything: a request gets through and is acted on, its answer is
-// lost.
+// cuttingProxy is an HTTPS proxy in front of the API server. While cut is
+// set, it forwards each request, and once the API server has answered (a
+// write is committed by then) it closes the client's connection without
+// passing a byte of the answer on: the request is acted on, its answer is
+// lost. It ends TLS itself so as to cut after the answer: a proxy of bare
+// TCP sees only bytes, and on a new connection the first bytes back are
+// the TLS handshake's, which come before the request is even sent.
 type cuttingProxy struct {
-	addr string
-	cut  atomic.Bool
-
-	mu    sync.Mutex
-	conns []net.Conn // to close at the end: client-go keeps idle ones
+	url   string
+	caPEM []byte // its certificate, for the client to trust
+	cut   atomic.Bool
 }
 
-func startCuttingProxy(t *testing.T, upstream string) *cuttingProxy {
-	u, err := url.Parse(upstream)
+// errCut marks an answer the proxy drops.
+var errCut = errors.New("answer cut")
+
+// startCuttingProxy starts a cuttingProxy to the API server of upstream,
+// which it reaches with upstream's credentials.
+func startCuttingProxy(t *testing.T, upstream *rest.Config) *cuttingProxy {
+	target, err := url.Parse(upstream.Host)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	transport, err := rest.TransportFor(upstream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &cuttingProxy{addr: lis.Addr().String()}
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		lis.Close()
-		p.mu.Lock()
-		for _, c := range p.conns {
-			c.Close()
-		}
-		p.mu.Unlock()
-		wg.Wait()
-	})
-	wg.Go(func() {
-		for {
-			c, err := lis.Accept()
-			if err != nil {
+	p := &cuttingProxy{}
+	forward := &httputil.ReverseProxy{
+		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target) },
+		Transport:     transport,
+		FlushInterval: -1, // watches stream through
+		ModifyResponse: func(resp *http.Response) error {
+			if p.cut.Load() {
+				return errCut
+			}
+			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			if !errors.Is(err, errCut) {
+				w.WriteHeader(http.StatusBadGateway)
 				return
 			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c)
-			p.mu.Unlock()
-			wg.Go(func() { p.serve(c, u.Host) })
-		}
-	})
+			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				conn.Close()
+			}
+		},
+	}
+	srv := httptest.NewTLSServer(forward)
+	t.Cleanup(srv.Close)
+	p.url = srv.URL
+	p.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
 	return p
-}
-
-func (p *cuttingProxy) serve(c net.Conn, upstream string) {
-	defer c.Close()
-	up, err := net.Dial("tcp", upstream)
-	if err != nil {
-		return
-	}
-	defer up.Close()
-	go func() { _, _ = io.Copy(up, c); up.Close() }()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := up.Read(buf)
-		if n > 0 && p.cut.Load() {
-			return // the answer is lost, and the connection with it
-		}
-		if n > 0 {
-			if _, werr := c.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
 }
