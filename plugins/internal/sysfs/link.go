@@ -118,12 +118,12 @@ func LinkBase(fsys fs.FS, name string) (string, error) {
 }
 
 // DeviceNUMA returns the NUMA node of the device behind a class entry such
-// as "sys/class/tty/ttyUSB0": it resolves the entry's device link and walks
-// up the device tree to the first ancestor that has a numa_node attribute
+// as "sys/class/tty/ttyUSB0": that of the directory the entry's device
+// link leads to, or of its first ancestor that has a numa_node attribute
 // (for a USB serial port, the PCI function of its host controller). It is
 // nil when the tree says nothing or fsys cannot read links.
 func DeviceNUMA(fsys fs.FS, classEntry string) (*int, error) {
-	dir, err := Resolve(fsys, path.Join(classEntry, "device"))
+	dir, err := deviceDir(fsys, classEntry)
 	if errors.Is(err, errors.ErrUnsupported) || errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -131,12 +131,57 @@ func DeviceNUMA(fsys fs.FS, classEntry string) (*int, error) {
 		return nil, err
 	}
 	for ; dir != "." && dir != "sys" && dir != "sys/devices"; dir = path.Dir(dir) {
-		if !Exists(fsys, path.Join(dir, "numa_node")) {
-			continue
+		n, err := readNUMANode(fsys, dir)
+		if !errors.Is(err, fs.ErrNotExist) {
+			return n, err
 		}
-		return NUMANode(fsys, dir)
 	}
 	return nil, nil
+}
+
+// deviceDir is where classEntry's device link leads. On sysfs the entry
+// is a link to its device's directory under sys/devices, and the device
+// link sits there; no directory on the way is a link. So each link's
+// text joined to the directory it sits in is exact, at a readlink per
+// link where Resolve looks up every component of the path. An entry the
+// text cannot answer for, one that is no link (the deprecated layout) or
+// whose link leads to another link, is resolved.
+func deviceDir(fsys fs.FS, classEntry string) (string, error) {
+	resolve := func() (string, error) { return Resolve(fsys, path.Join(classEntry, "device")) }
+	target, err := fs.ReadLink(fsys, classEntry)
+	if err != nil {
+		return resolve()
+	}
+	dir := joinLink(path.Dir(classEntry), target)
+	if fi, err := fs.Lstat(fsys, dir); err != nil || fi.Mode()&fs.ModeSymlink != 0 {
+		return resolve()
+	}
+	target, err = fs.ReadLink(fsys, path.Join(dir, "device"))
+	if err != nil {
+		return resolve()
+	}
+	return joinLink(dir, target), nil
+}
+
+// joinLink is where a link in dir with target leads, taken as text, with
+// Resolve's rules at the top: ".." stays there and an absolute target
+// starts again from it.
+func joinLink(dir, target string) string {
+	if strings.HasPrefix(target, "/") {
+		dir = "."
+	}
+	done := splitPath(dir)
+	for _, elem := range splitPath(target) {
+		if elem == ".." {
+			done = done[:max(len(done)-1, 0)]
+			continue
+		}
+		done = append(done, elem)
+	}
+	if len(done) == 0 {
+		return "."
+	}
+	return path.Join(done...)
 }
 
 // Classes lists the device classes under sys/class (tty, drm, sound, ...);

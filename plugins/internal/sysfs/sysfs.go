@@ -78,10 +78,18 @@ func Uevent(fsys fs.FS, dir string) (map[string]string, error) {
 // NUMANode reads dir/numa_node. A missing file or -1 (what the kernel
 // reports when firmware gives no locality) is nil: unknown.
 func NUMANode(fsys fs.FS, dir string) (*int, error) {
-	text, err := ReadString(fsys, path.Join(dir, "numa_node"))
+	n, err := readNUMANode(fsys, dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
+	return n, err
+}
+
+// readNUMANode is NUMANode with a missing file an error wrapping
+// fs.ErrNotExist, so that DeviceNUMA reads each ancestor's attribute
+// without asking first whether it is there.
+func readNUMANode(fsys fs.FS, dir string) (*int, error) {
+	text, err := ReadString(fsys, path.Join(dir, "numa_node"))
 	if err != nil {
 		return nil, err
 	}

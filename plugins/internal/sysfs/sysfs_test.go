@@ -101,6 +101,55 @@ func TestDeviceNUMA(t *testing.T) {
 	})
 }
 
+// TestDeviceDirAgreesWithResolve holds deviceDir's reading of the two
+// links as text to Resolve: on every class entry of the fixture, and on
+// entries the text cannot answer for, which it must resolve instead.
+func TestDeviceDirAgreesWithResolve(t *testing.T) {
+	entries, err := fs.Glob(fixture(), "sys/class/*/*")
+	if err != nil || len(entries) < 10 {
+		t.Fatalf("fixture class entries: %v, %v", entries, err)
+	}
+	m := fstest.MapFS{
+		"sys/devices/pci/usb/tty/ttyUSB0/device": link("../../../usb"),
+		"sys/devices/pci/numa_node":              file("1\n"),
+		"sys/class/tty/ttyUSB0":                  link("../../devices/pci/usb/tty/ttyUSB0"),
+		"sys/class/tty/absolute":                 link("/sys/devices/pci/usb/tty/ttyUSB0"),
+		"sys/class/tty/above":                    link("../../../../../../sys/devices/pci/usb/tty/ttyUSB0"),
+		"sys/class/tty/old/device":               link("../../../devices/pci/usb"), // a directory, as the deprecated layout has
+		"sys/class/tty/dangling":                 link("../../devices/gone"),
+		"sys/class/tty/nodevice":                 link("../../devices/pci"),
+		"sys/class/tty/chained":                  link("ttyUSB0"),
+	}
+	cases := []struct {
+		fsys fs.FS
+		name string
+	}{}
+	for _, e := range entries {
+		cases = append(cases, struct {
+			fsys fs.FS
+			name string
+		}{fixture(), e})
+	}
+	for _, e := range []string{"ttyUSB0", "absolute", "above", "old", "dangling", "nodevice", "chained", "missing"} {
+		cases = append(cases, struct {
+			fsys fs.FS
+			name string
+		}{m, "sys/class/tty/" + e})
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			want, wantErr := Resolve(c.fsys, c.name+"/device")
+			got, err := deviceDir(c.fsys, c.name)
+			if got != want || (err == nil) != (wantErr == nil) || errors.Is(err, fs.ErrNotExist) != errors.Is(wantErr, fs.ErrNotExist) {
+				t.Fatalf("deviceDir = %q, %v; Resolve says %q, %v", got, err, want, wantErr)
+			}
+		})
+	}
+	if n, err := DeviceNUMA(m, "sys/class/tty/above"); err != nil || numaValue(n) != 1 {
+		t.Fatalf("DeviceNUMA(above) = %d, %v; want 1", numaValue(n), err)
+	}
+}
+
 func numaValue(p *int) int {
 	if p == nil {
 		return -1
