@@ -14,14 +14,12 @@ import (
 // HostFS returns the tree at root (an absolute path) as one plugin call
 // reads it. It behaves like os.DirFS(root), and it is cheaper where
 // discovery spends its time, in system calls:
-//   - Stat, Lstat, ReadLink, ReadDir and Resolve are answered from memory
-//     after the first call for a name, errors included. Resolving a class entry
-//     visits the same directories (sys, sys/devices, sys/devices/pci0000:00,
-//     ...) for every device, fs.Glob lists /dev once per pattern, and a
-//     call lasts milliseconds, too short for the tree to change in a way
-//     it could act on.
-//   - Resolve asks the kernel to follow the links in root (Linux's
-//     openat2), where walking them costs a system call per component.
+//   - Stat, Lstat, ReadLink and ReadDir are answered from memory after
+//     the first call for a name, errors included. Resolving links visits
+//     the same directories (sys, sys/devices, sys/devices/pci0000:00, ...)
+//     for every device, fs.Glob lists /dev once per pattern, and a call
+//     lasts milliseconds, too short for the tree to change in a way it
+//     could act on.
 //   - ReadString reads attributes with plain open, read and close. os.Open
 //     also registers each descriptor with the runtime's poller and toggles
 //     O_NONBLOCK, five system calls more per sysfs attribute.
@@ -35,7 +33,7 @@ func HostFS(root string) fs.FS {
 	// allocates every size on the way, each a fresh page for a short
 	// process to fault in.
 	return &hostFS{FS: os.DirFS(root), root: root, stat: make(map[string]infoResult, 64),
-		lstat: make(map[string]infoResult, 64), links: make(map[string]linkResult, 32), resolved: make(map[string]linkResult, 16), dirs: make(map[string]dirResult, 8)}
+		lstat: make(map[string]infoResult, 64), links: make(map[string]linkResult, 32), dirs: make(map[string]dirResult, 8)}
 }
 
 type infoResult struct {
@@ -57,15 +55,11 @@ type hostFS struct {
 	fs.FS // os.DirFS(root): Open, ReadFile, ReadDir
 	root  string
 
-	rootOnce sync.Once
-	kroot    kernelRoot // set by resolveInKernel's first call
-
-	mu       sync.Mutex
-	stat     map[string]infoResult
-	lstat    map[string]infoResult
-	links    map[string]linkResult
-	resolved map[string]linkResult
-	dirs     map[string]dirResult
+	mu    sync.Mutex
+	stat  map[string]infoResult
+	lstat map[string]infoResult
+	links map[string]linkResult
+	dirs  map[string]dirResult
 }
 
 func (h *hostFS) Stat(name string) (fs.FileInfo, error) {
@@ -82,22 +76,6 @@ func (h *hostFS) ReadLink(name string) (string, error) {
 	r := remember(h, h.links, name, func() (r linkResult) { r.target, r.err = fs.ReadLink(h.FS, name); return r })
 	return r.target, r.err
 }
-
-// resolve is Resolve for a valid name: by the kernel where it can, else
-// by walking the links through the remembered Lstat and ReadLink.
-func (h *hostFS) resolve(name string) (string, error) {
-	r := remember(h, h.resolved, name, func() (r linkResult) {
-		r.target, r.err = h.resolveInKernel(name)
-		if errors.Is(r.err, errNoKernelResolve) {
-			r.target, r.err = walkLinks(h, name, false)
-		}
-		return r
-	})
-	return r.target, r.err
-}
-
-// errNoKernelResolve says the kernel cannot resolve a name for us.
-var errNoKernelResolve = errors.New("the kernel cannot resolve in root here")
 
 // ReadDir returns a copy of the remembered entries, so that a caller that
 // sorts or trims its slice does not change what the next caller sees.
@@ -132,9 +110,9 @@ func (h *hostFS) readDir(name string) ([]fs.DirEntry, error) {
 }
 
 // remember returns memo[name], looking it up the first time it is asked.
-// The lookup runs without h.mu held, since one lookup may make others
-// (Resolve walking links through Lstat and ReadLink); two callers asking
-// for the same new name at once may both look it up.
+// The lookup runs without h.mu held, so that no caller waits on
+// another's system call; two callers asking for the same new name at once
+// may both look it up.
 func remember[R any](h *hostFS, memo map[string]R, name string, look func() R) R {
 	h.mu.Lock()
 	r, ok := memo[name]
@@ -215,11 +193,6 @@ func retryEINTR(call func() (int, error)) (int, error) {
 	}
 }
 
-// resolver is implemented by HostFS.
-type resolver interface {
-	resolve(name string) (string, error)
-}
-
 // attrReader is implemented by HostFS.
 type attrReader interface {
 	readAttr(name string, limit int) ([]byte, error)
@@ -230,5 +203,4 @@ var (
 	_ fs.ReadLinkFS = (*hostFS)(nil)
 	_ fs.ReadDirFS  = (*hostFS)(nil)
 	_ attrReader    = (*hostFS)(nil)
-	_ resolver      = (*hostFS)(nil)
 )

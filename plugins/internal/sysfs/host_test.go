@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -186,25 +187,81 @@ func TestHostFSReadDirAgreesWithDirFS(t *testing.T) {
 	}
 }
 
-// Where the kernel cannot resolve (no openat2, a seccomp filter, no
-// /proc, or not Linux), HostFS walks the links through its own Lstat and
-// ReadLink, and agrees with the walk over os.DirFS. Before, the walk ran
-// under the lock its own lookups take, and the plugin deadlocked.
-func TestHostFSResolvesWithoutTheKernel(t *testing.T) {
-	root, err := filepath.Abs("../../../testdata/root")
+// TestHostFSResolvesAsDirFS holds Resolve over HostFS, which walks the
+// links through its remembered Lstat and ReadLink, to the walk over
+// os.DirFS: on the fixture, and on trees whose links climb above the
+// root, start again from it, loop, dangle, or pass through a file, with
+// the root itself behind a link. An earlier HostFS walked under the lock
+// its own lookups take, and the plugin deadlocked.
+func TestHostFSResolvesAsDirFS(t *testing.T) {
+	fixtureRoot, err := filepath.Abs("../../../testdata/root")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"sys/class/drm/card1/device", "sys/class/tty/ttyUSB1/device", "sys/class/tty/ttyUSB9/device", "dev/tty13"} {
-		t.Run(name, func(t *testing.T) {
-			h := withoutKernelResolve(HostFS(root))
-			want, wantErr := walkLinks(os.DirFS(root), name, false)
-			for range 2 { // the second answer is remembered
-				got, err := Resolve(h, name)
-				if got != want || (err == nil) != (wantErr == nil) {
-					t.Fatalf("Resolve = %q, %v; the walk over os.DirFS says %q, %v", got, err, want, wantErr)
-				}
-			}
-		})
+	tree := onDisk(t, map[string]string{
+		"a/b/c": "", "x/up": "->../a/b", "x/abs": "->/a/b", "x/above": "->../../../a", "x/self": "->self",
+		"x/ping": "->pong", "x/pong": "->ping", "x/dangling": "->nowhere", "x/chain": "->up/c", "x/through-file": "->../a/b/c/d",
+	})
+	behind := filepath.Join(t.TempDir(), "root-link")
+	if err := os.Symlink(tree, behind); err != nil {
+		t.Fatal(err)
 	}
+	names := map[string][]string{
+		fixtureRoot: {"sys/class/drm/card1/device", "sys/class/drm/renderD131/device", "sys/class/tty/ttyUSB1/device",
+			"sys/class/drm/card4/device", "sys/class/tty/ttyUSB9/device", "dev/tty13", "."},
+	}
+	for _, root := range []string{tree, behind} {
+		names[root] = []string{".", "a", "x/up", "x/abs", "x/above", "x/chain", "x/up/c", "x/self", "x/ping",
+			"x/dangling", "x/missing", "x/through-file"}
+	}
+	for root, list := range names {
+		for _, name := range list {
+			t.Run(filepath.Base(root)+"/"+name, func(t *testing.T) {
+				want, wantErr := walkLinks(os.DirFS(root), name, false)
+				h := HostFS(root)
+				for range 2 { // the second answer is remembered
+					got, err := Resolve(h, name)
+					if got != want || !sameKind(err, wantErr) {
+						t.Fatalf("HostFS: %q, %v; os.DirFS: %q, %v", got, err, want, wantErr)
+					}
+				}
+			})
+		}
+	}
+}
+
+// sameKind says whether two resolution errors mean the same thing.
+func sameKind(a, b error) bool {
+	if (a == nil) != (b == nil) {
+		return false
+	}
+	for _, kind := range []error{fs.ErrNotExist, ErrLoop, syscall.ENOTDIR} {
+		if errors.Is(a, kind) != errors.Is(b, kind) {
+			return false
+		}
+	}
+	return true
+}
+
+// onDisk writes tree (a name -> "" for a file, "->target" for a link)
+// under a new directory and returns it.
+func onDisk(t *testing.T, tree map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, what := range tree {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if target, ok := strings.CutPrefix(what, "->"); ok {
+			err = os.Symlink(target, p)
+		} else {
+			err = os.WriteFile(p, nil, 0o644)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }

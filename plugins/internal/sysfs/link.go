@@ -19,9 +19,6 @@ import (
 // nothing outside the tree is consulted. When fsys cannot read links
 // (fs.ReadLinkFS), the error wraps errors.ErrUnsupported.
 func Resolve(fsys fs.FS, name string) (string, error) {
-	if r, ok := fsys.(resolver); ok && fs.ValidPath(name) {
-		return r.resolve(name)
-	}
 	return walkLinks(fsys, name, false)
 }
 
