@@ -27,10 +27,7 @@ func discover(h *engine.Host) (*engine.Inventory, error) {
 	for _, g := range groups {
 		inv.Resources = append(inv.Resources, g.resource)
 	}
-	classes, err := sysfs.Classes(h.FS)
-	if err != nil {
-		fmt.Fprintf(h.Stderr, "generic: NUMA nodes unknown: %v\n", err)
-	}
+	classes := &classIndex{h: h}
 	claimed := map[string]bool{}
 	ids := map[string]bool{}
 	for i := range groups[:lastWanted(h, groups)+1] {
@@ -96,7 +93,7 @@ func (g *group) match(fsys fs.FS, claimed map[string]bool) ([]string, error) {
 }
 
 // devices turns matched paths into devices: one per path, or one for all.
-func (g *group) devices(h *engine.Host, paths, classes []string) []engine.Device {
+func (g *group) devices(h *engine.Host, paths []string, classes *classIndex) []engine.Device {
 	if len(paths) == 0 {
 		return nil
 	}
@@ -117,7 +114,7 @@ func (g *group) devices(h *engine.Host, paths, classes []string) []engine.Device
 // device describes the device of paths. Its NUMA node, and its health,
 // are looked up only where the call wants the group's devices, the NUMA
 // node only when the engine needs it where the call defers it.
-func (g *group) device(h *engine.Host, id string, paths, classes []string) engine.Device {
+func (g *group) device(h *engine.Host, id string, paths []string, classes *classIndex) engine.Device {
 	d := engine.Device{ID: id, Resource: g.resource, Healthy: true}
 	if !h.SkipProperties { // an ADD shows none
 		d.Properties = map[string]string{"path": strings.Join(paths, ",")}
@@ -179,12 +176,12 @@ func isAlnum(c byte) bool {
 }
 
 // commonNUMA is the NUMA node every path's device is on, as sysfs tells
-// through the class entry named like the node (/dev/ttyUSB0 is
-// /sys/class/tty/ttyUSB0); nil when any is unknown or they differ.
-func commonNUMA(h *engine.Host, paths, classes []string) *int {
+// through the device's entry (sysEntry); nil when any is unknown or they
+// differ.
+func commonNUMA(h *engine.Host, paths []string, classes *classIndex) *int {
 	var common *int
 	for _, p := range paths {
-		entry := sysfs.ClassEntry(h.FS, classes, path.Base(p))
+		entry := sysEntry(h, p, classes)
 		if entry == "" {
 			return nil
 		}
@@ -198,4 +195,38 @@ func commonNUMA(h *engine.Host, paths, classes []string) *int {
 		common = n
 	}
 	return common
+}
+
+// sysEntry is the sysfs entry of the device behind the node at p: the one
+// its device number names (/sys/dev/char/188:0), whatever the node is
+// called, or else the class entry named like the node (/dev/ttyUSB0 is
+// /sys/class/tty/ttyUSB0), which is all a tree of plain files offers.
+func sysEntry(h *engine.Host, p string, classes *classIndex) string {
+	if name, err := sysfs.HostToName(p); err == nil {
+		if entry := sysfs.NumberEntry(h.FS, name); entry != "" {
+			return entry
+		}
+	}
+	return classes.entry(path.Base(p))
+}
+
+// classIndex lists the device classes under sys/class once, when a node
+// is first looked up by name: on a host, nodes are found by number.
+type classIndex struct {
+	h      *engine.Host
+	listed bool
+	names  []string
+}
+
+// entry is the class entry named base, or "".
+func (c *classIndex) entry(base string) string {
+	if !c.listed {
+		c.listed = true
+		names, err := sysfs.Classes(c.h.FS)
+		if err != nil {
+			fmt.Fprintf(c.h.Stderr, "generic: NUMA nodes unknown: %v\n", err)
+		}
+		c.names = names
+	}
+	return sysfs.ClassEntry(c.h.FS, c.names, base)
 }

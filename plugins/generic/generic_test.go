@@ -2,16 +2,20 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/fstest"
 
 	"github.com/cdiexec/cdi/plugins/internal/engine"
+	"github.com/cdiexec/cdi/plugins/internal/sysfs"
 	"github.com/cdiexec/cdi/spec"
 )
 
@@ -312,5 +316,40 @@ func TestNaturalLess(t *testing.T) {
 		if naturalLess(s, s) {
 			t.Errorf("naturalLess(%q, %q) is true", s, s)
 		}
+	}
+}
+
+// A node reached through a link named unlike any class entry, as
+// /dev/serial/by-id/... is, gets its device's NUMA node through the
+// node's device number. It needs a real character device node, which
+// only root can make.
+func TestNUMAByDeviceNumber(t *testing.T) {
+	root := t.TempDir()
+	dev := "sys/devices/pci0000:00/0000:00:14.0/usb1/1-1/1-1:1.0/ttyUSB7/tty/ttyUSB7"
+	for name, target := range map[string]string{
+		"dev/serial/by-id/usb-FTDI_FT232R-if00-port0": "../../ttyUSB7",
+		"sys/dev/char/188:7":                          "../../" + strings.TrimPrefix(dev, "sys/"),
+		dev + "/device":                               "../../../ttyUSB7",
+	} {
+		if err := os.MkdirAll(filepath.Join(root, filepath.Dir(name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, filepath.Join(root, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "sys/devices/pci0000:00/0000:00:14.0/numa_node"), []byte("1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := syscall.Mknod(filepath.Join(root, "dev/ttyUSB7"), syscall.S_IFCHR|0o600, 188<<8|7)
+	if errors.Is(err, syscall.EPERM) {
+		t.Skip("making a device node needs root")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, stderr := discoverOK(t, sysfs.HostFS(root), `{"groups":[{"name":"serial","paths":["/dev/serial/by-id/*"]}]}`)
+	if len(inv.Devices) != 1 || inv.Devices[0].NUMANode == nil || *inv.Devices[0].NUMANode != 1 {
+		t.Fatalf("devices %+v (stderr %q); want one, on NUMA node 1", inv.Devices, stderr)
 	}
 }

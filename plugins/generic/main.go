@@ -16,9 +16,11 @@
 // matches it, so a catch-all group can follow specific ones; directories
 // never match. Device ids are the group name and the path below /dev
 // ("serial-ttyUSB0", "snd-snd_timer"), or the group name (else the type)
-// for a bundled group. A device is healthy while its nodes exist; its NUMA
-// node comes from the sysfs class entry named like the node
-// (/sys/class/tty/ttyUSB0), when there is one.
+// for a bundled group. A device is healthy while its nodes exist. Its NUMA
+// node is its device's, found through the node's device number
+// (/sys/dev/char/188:0), so a link such as /dev/serial/by-id/... has one
+// too; where the node is no device node (a test tree's plain file), the
+// sysfs class entry named like the node (/sys/class/tty/ttyUSB0) is used.
 package main
 
 import (

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"strconv"
 	"strings"
+	"syscall"
 )
 
 // Resolve returns name with every symlink in it resolved, as a name in
@@ -179,6 +181,43 @@ func joinLink(dir, target string) string {
 		return "."
 	}
 	return path.Join(done...)
+}
+
+// NumberEntry is the entry under sys/dev of the device node name, by its
+// device number: "sys/dev/char/188:0" for the character device 188:0,
+// "sys/dev/block/8:0" for a block device. Like a class entry it is a link
+// to the device's directory, and it names the device whatever the node is
+// called or however it is reached (/dev/serial/by-id/...). It is "" for
+// anything but a device node, such as a fixture's plain file, and where
+// the tree has no such entry.
+func NumberEntry(fsys fs.FS, name string) string {
+	fi, err := fs.Stat(fsys, name)
+	if err != nil || fi.Mode()&fs.ModeDevice == 0 {
+		return ""
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return ""
+	}
+	kind := "block"
+	if fi.Mode()&fs.ModeCharDevice != 0 {
+		kind = "char"
+	}
+	major, minor := splitDevice(uint64(st.Rdev))
+	entry := "sys/dev/" + kind + "/" + strconv.FormatUint(major, 10) + ":" + strconv.FormatUint(minor, 10)
+	if _, err := fs.Lstat(fsys, entry); err != nil {
+		return ""
+	}
+	return entry
+}
+
+// splitDevice splits a Linux device number into its major and minor
+// numbers, as glibc's major(3) and minor(3) do: the major is bits 8-19
+// and 44-63, the minor bits 0-7 and 20-43.
+func splitDevice(dev uint64) (major, minor uint64) {
+	major = (dev&0x00000000000fff00)>>8 | (dev&0xfffff00000000000)>>32
+	minor = dev&0x00000000000000ff | (dev&0x00000ffffff00000)>>12
+	return major, minor
 }
 
 // Classes lists the device classes under sys/class (tty, drm, sound, ...);

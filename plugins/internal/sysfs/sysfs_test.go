@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -276,6 +277,67 @@ func TestInside(t *testing.T) {
 	} {
 		if err := Inside(fsys, name); errors.Is(err, ErrLeavesTree) != leaves {
 			t.Errorf("Inside(%s) = %v, want leaving the tree %v", name, err, leaves)
+		}
+	}
+}
+
+func TestSplitDevice(t *testing.T) {
+	// makedev is glibc's makedev(3), the inverse of splitDevice.
+	makedev := func(major, minor uint64) uint64 {
+		return (major&0xfff)<<8 | (major&^0xfff)<<32 | minor&0xff | (minor&^0xff)<<12
+	}
+	for _, d := range [][2]uint64{{1, 3}, {4, 64}, {188, 0}, {226, 128}, {259, 1 << 19}, {0xfffff, 0xfffff}, {1<<32 - 1, 1<<32 - 1}} {
+		if major, minor := splitDevice(makedev(d[0], d[1])); major != d[0] || minor != d[1] {
+			t.Errorf("splitDevice(makedev(%d, %d)) = %d, %d", d[0], d[1], major, minor)
+		}
+	}
+}
+
+// TestNumberEntryOnThisHost holds NumberEntry to the kernel: for every
+// device of the machine's sysfs classes that has a node under /dev, the
+// entry named by the node's number is the one the class entry's dev
+// attribute names, and it leads to the same device.
+func TestNumberEntryOnThisHost(t *testing.T) {
+	host := HostFS("/")
+	devs, err := fs.Glob(host, "sys/class/*/*/dev")
+	if err != nil || len(devs) == 0 {
+		t.Skipf("no sysfs classes with device numbers here: %v", err)
+	}
+	checked := 0
+	for _, dev := range devs {
+		entry := path.Dir(dev)
+		node := "dev/" + path.Base(entry)
+		fi, err := fs.Stat(host, node)
+		if err != nil || fi.Mode()&fs.ModeDevice == 0 {
+			continue
+		}
+		number, err := ReadString(host, dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kind := "block"
+		if fi.Mode()&fs.ModeCharDevice != 0 {
+			kind = "char"
+		}
+		want := "sys/dev/" + kind + "/" + number
+		if got := NumberEntry(host, node); got != want {
+			t.Errorf("NumberEntry(%s) = %q, want %q (%s)", node, got, want, dev)
+			continue
+		}
+		gotDir, gotErr := deviceDir(host, want)
+		wantDir, wantErr := deviceDir(host, entry)
+		if gotDir != wantDir || (gotErr == nil) != (wantErr == nil) {
+			t.Errorf("%s leads to %q, %v; %s to %q, %v", want, gotDir, gotErr, entry, wantDir, wantErr)
+		}
+		checked++
+	}
+	if checked == 0 {
+		t.Skip("no class entry here has a device node under /dev")
+	}
+	t.Logf("%d device nodes checked", checked)
+	for _, name := range []string{"testdata/root/dev/ttyUSB0", "testdata/root/dev", "testdata/root/dev/missing"} {
+		if got := NumberEntry(os.DirFS("../../.."), name); got != "" {
+			t.Errorf("NumberEntry(%s) = %q, want none: no device node", name, got)
 		}
 	}
 }
