@@ -235,8 +235,14 @@ func TestPoolRace(t *testing.T) {
 		for _, n := range nodes { // every container ends: reclaim frees the slots
 			n.pods.Set(map[string][]string{})
 		}
+		// A node lists its own claim as a healthy vdev, so its list looks
+		// free before its reclaim has run; only the other nodes' lists
+		// show that it has. Holding again before every node sees all
+		// three free would keep a claim that was not yet released.
 		for _, n := range nodes {
 			n.waitHealth(t, camPool, free, wait)
+		}
+		for _, n := range nodes {
 			n.pods.Set(hold)
 		}
 	}
