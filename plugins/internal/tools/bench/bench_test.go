@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -157,9 +158,45 @@ func TestRoundTripsWork(t *testing.T) {
 	if data, err := os.ReadFile(state); err != nil || bytes.Count(data, []byte("\n")) != 1 {
 		t.Errorf("state floor left %q, %v; want the boot id alone", data, err)
 	}
+	// The page floor prices a page only if its 256 writes each fault.
+	fl, _, err := breakdown(context.Background(), filepath.Join(dir, "floor"), filepath.Join(dir, "pagefloor"), nil, 1)
+	if err != nil || fl.paged.faults < fl.bare.faults+128 {
+		t.Errorf("page floor: %+v, %v; want some 256 faults more than the floor's", fl, err)
+	}
 	c, err := contend(context.Background(), filepath.Join(dir, "generic-tty"), conf, 300*time.Millisecond)
 	if err != nil || c.doubles != 0 || c.leftOver != 0 || c.terminals != 32 || c.ok == 0 {
 		t.Errorf("contend: %+v, %v", c, err)
+	}
+}
+
+// TestPageCost checks the price of a page and where it is refused.
+func TestPageCost(t *testing.T) {
+	floor := sample{wall: 6 * time.Millisecond, faults: 185}
+	tests := []struct {
+		name   string
+		paged  sample
+		want   time.Duration
+		priced string
+	}{
+		{"priced", sample{wall: 10 * time.Millisecond, faults: 435}, 16 * time.Microsecond, "+100: 1.60"},
+		{"huge pages: too few faults", sample{wall: 7 * time.Millisecond, faults: 190}, 0, "+100: -"},
+		{"no slower", sample{wall: 6 * time.Millisecond, faults: 435}, 0, "+100: -"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := floors{bare: floor, paged: tt.paged}
+			if got := f.pageCost(); got != tt.want {
+				t.Errorf("pageCost = %v, want %v", got, tt.want)
+			}
+			if got := pricedFaults(100, f.pageCost()); got != tt.priced {
+				t.Errorf("pricedFaults = %q, want %q", got, tt.priced)
+			}
+			var out bytes.Buffer
+			printPageCost(&out, f)
+			if measured := strings.Contains(out.String(), "us a fresh page"); measured != (tt.want > 0) {
+				t.Errorf("printPageCost says %q", out.String())
+			}
+		})
 	}
 }
 

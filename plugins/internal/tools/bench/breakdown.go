@@ -62,24 +62,44 @@ func medianSample(s []sample) sample {
 	return sample{wall: percentile(walls, 50), faults: percentile(faults, 50)}
 }
 
+// floors are the breakdown's two reference execs: the floor, and the page
+// floor, which is the floor writing to fresh pages of its own heap.
+type floors struct{ bare, paged sample }
+
+// pageCost is what one fresh page cost on this machine: the page floor's
+// extra time over its extra faults. It is 0 when the page floor mapped
+// too few more pages for the price to mean anything (on a kernel that
+// backs the heap with huge pages, say).
+func (f floors) pageCost() time.Duration {
+	extra := f.paged.faults - f.bare.faults
+	if extra < 64 || f.paged.wall <= f.bare.wall {
+		return 0
+	}
+	return (f.paged.wall - f.bare.wall) / time.Duration(extra)
+}
+
 // breakdown times, interleaved as measure does and after the same
-// warm-up, one exec of the floor and each plugin's VERSION, ADD and DEL.
-func breakdown(ctx context.Context, floorBin string, plugins []phaseSubject, n int) (sample, []phaseRow, error) {
-	progress("timing %d rounds of one floor exec and each plugin's VERSION, ADD and DEL alone", n)
-	var floor []sample
+// warm-up, one exec of each floor and each plugin's VERSION, ADD and DEL.
+func breakdown(ctx context.Context, floorBin, pageFloorBin string, plugins []phaseSubject, n int) (floors, []phaseRow, error) {
+	progress("timing %d rounds of one exec of each floor and each plugin's VERSION, ADD and DEL alone", n)
+	var bare, paged []sample
 	d := make([][3][]sample, len(plugins))
 	for i := -warmUp; i < n; i++ {
-		f, err := timed(func() error { _, err := call(ctx, floorBin, nil, nil); return err })
+		b, err := timed(func() error { _, err := call(ctx, floorBin, nil, nil); return err })
 		if err != nil {
-			return sample{}, nil, err
+			return floors{}, nil, err
+		}
+		p, err := timed(func() error { _, err := call(ctx, pageFloorBin, nil, nil); return err })
+		if err != nil {
+			return floors{}, nil, fmt.Errorf("page floor: %w", err)
 		}
 		if i >= 0 {
-			floor = append(floor, f)
+			bare, paged = append(bare, b), append(paged, p)
 		}
 		for j, p := range plugins {
 			ts, err := p.phases(ctx, i)
 			if err != nil {
-				return sample{}, nil, err
+				return floors{}, nil, err
 			}
 			if i < 0 {
 				continue // warm-up
@@ -93,7 +113,7 @@ func breakdown(ctx context.Context, floorBin string, plugins []phaseSubject, n i
 	for j, p := range plugins {
 		rows[j] = phaseRow{name: p.name, version: medianSample(d[j][0]), add: medianSample(d[j][1]), del: medianSample(d[j][2])}
 	}
-	return medianSample(floor), rows, nil
+	return floors{bare: medianSample(bare), paged: medianSample(paged)}, rows, nil
 }
 
 // phases times VERSION, ADD and DEL of one request-id.
@@ -120,26 +140,54 @@ func (p phaseSubject) phases(ctx context.Context, i int) ([3]sample, error) {
 // and the work after start-up, next to what the target (maxStateFloorRatio
 // times stateFloor, the state floor's round trip in the table) leaves over
 // the floor's two execs, and names the larger of the two parts over the
-// floor. The page faults of each call stand beside the times, since
-// start-up and work alike cost in fresh pages as much as in instructions.
-func printBreakdown(w io.Writer, floor sample, stateFloor time.Duration, rows []phaseRow, n int) {
+// floor. The page faults of each call stand beside the times, and the
+// faults above the floor's two execs are priced at this machine's page
+// cost: start-up and work alike cost in fresh pages as much as in
+// instructions, and how much a page costs is what differs most between
+// machines.
+func printBreakdown(w io.Writer, f floors, stateFloor time.Duration, rows []phaseRow, n int) {
+	floor, price := f.bare, f.pageCost()
 	budget := time.Duration(maxStateFloorRatio*float64(stateFloor)) - 2*floor.wall
 	fmt.Fprintf(w, "\nWhere ADD+DEL goes: each call one exec, timed alone; medians of %d rounds, interleaved; ms\n", n)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "plugin\tADD\tDEL\tVERSION\t= 2 floor execs\t+ start-up surplus\t+ work\tbudget over floor\tmost of the excess\tpage faults VERSION/ADD/DEL")
+	fmt.Fprintln(tw, "plugin\tADD\tDEL\tVERSION\t= 2 floor execs\t+ start-up surplus\t+ work\tbudget over floor\tmost of the excess\tpage faults VERSION/ADD/DEL\tfaults over floor: ms")
 	for _, r := range rows {
 		total := r.add.wall + r.del.wall
 		execs := 2 * floor.wall
 		surplus := 2 * (r.version.wall - floor.wall)
 		work := total - 2*r.version.wall
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d/%d\n", r.name, ms(r.add.wall), ms(r.del.wall), ms(r.version.wall),
-			ms(execs), ms(surplus), ms(work), ms(budget), dominant(surplus, work), r.version.faults, r.add.faults, r.del.faults)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d/%d\t%s\n", r.name, ms(r.add.wall), ms(r.del.wall), ms(r.version.wall),
+			ms(execs), ms(surplus), ms(work), ms(budget), dominant(surplus, work), r.version.faults, r.add.faults, r.del.faults,
+			pricedFaults(r.add.faults+r.del.faults-2*floor.faults, price))
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "floor exec %s ms, %d page faults. start-up surplus = 2 x (VERSION - floor exec): the bigger binary and its init;\n", ms(floor.wall), floor.faults)
 	fmt.Fprintln(w, "work = ADD + DEL - 2 x VERSION: configuration, fixture scan, lock, state file write and sync;")
 	fmt.Fprintf(w, "budget over floor = what the target, %.2fx the state floor's round trip above, allows above the floor's two execs;\n", maxStateFloorRatio)
-	fmt.Fprintln(w, "page faults = minor faults of the exec (getrusage of the waited-for child), each a fresh page mapped in.")
+	fmt.Fprintln(w, "page faults = minor faults of the exec (getrusage of the waited-for child), each a fresh page mapped in;")
+	printPageCost(w, f)
+}
+
+// pricedFaults is a count of faults and, where the page cost is known,
+// what they cost at it: "+98: 1.57".
+func pricedFaults(faults int64, price time.Duration) string {
+	if price == 0 {
+		return fmt.Sprintf("%+d: -", faults)
+	}
+	return fmt.Sprintf("%+d: %s", faults, ms(time.Duration(faults)*price))
+}
+
+// printPageCost says what a fresh page cost and how it was measured.
+func printPageCost(w io.Writer, f floors) {
+	extra := f.paged.faults - f.bare.faults
+	price := f.pageCost()
+	if price == 0 {
+		fmt.Fprintf(w, "page cost: not measured; the page floor made %d more faults than the floor, too few to price one\n", extra)
+		return
+	}
+	fmt.Fprintf(w, "page cost: %.1f us a fresh page here (the page floor, the floor writing to fresh heap pages, took %s ms longer\n",
+		float64(price)/float64(time.Microsecond), ms(f.paged.wall-f.bare.wall))
+	fmt.Fprintf(w, "  for %d more faults); faults over floor = ADD + DEL faults - 2 x the floor's, and what they cost at that price\n", extra)
 }
 
 // dominant names the larger part of the cost above the floor's execs and

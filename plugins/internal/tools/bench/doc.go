@@ -21,7 +21,13 @@
 //     its cause: VERSION, ADD and DEL each timed alone, split into the two
 //     execs any binary pays (the floor's), the plugin's start-up beyond
 //     them (VERSION reads no stdin and touches no state) and its work,
-//     with the page faults of each call beside the times;
+//     with the page faults of each call beside the times, and the faults
+//     above the floor's priced at what a fresh page costs on this machine:
+//     the difference between the floor and a third floor (testdata/
+//     pagefloor) that writes to 256 fresh pages, over the difference in
+//     their faults. Exec and page faults cost very differently between
+//     machines, virtual ones especially, which moves every ratio here;
+//     the price says how much of a plugin's excess is memory it maps in;
 //   - each plugin binary's size, and whether its build info lists grpc or
 //     client-go, which a plugin must never link.
 //

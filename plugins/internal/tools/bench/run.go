@@ -58,11 +58,11 @@ func runBreakdown(ctx context.Context, root, tmp string, n int, stateFloor time.
 		}
 		plugins = append(plugins, phaseSubject{name: p.name, bin: filepath.Join(tmp, p.name), request: p.request, conf: conf})
 	}
-	floorExec, rows, err := breakdown(ctx, filepath.Join(tmp, "floor"), plugins, n)
+	fl, rows, err := breakdown(ctx, filepath.Join(tmp, "floor"), filepath.Join(tmp, "pagefloor"), plugins, n)
 	if err != nil {
 		return err
 	}
-	printBreakdown(os.Stdout, floorExec, stateFloor, rows, n)
+	printBreakdown(os.Stdout, fl, stateFloor, rows, n)
 	return nil
 }
 
