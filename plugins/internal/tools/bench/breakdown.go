@@ -89,12 +89,12 @@ func breakdown(ctx context.Context, floorBin, pageFloorBin string, plugins []pha
 		if err != nil {
 			return floors{}, nil, err
 		}
-		p, err := timed(func() error { _, err := call(ctx, pageFloorBin, nil, nil); return err })
+		pg, err := timed(func() error { _, err := call(ctx, pageFloorBin, nil, nil); return err })
 		if err != nil {
 			return floors{}, nil, fmt.Errorf("page floor: %w", err)
 		}
 		if i >= 0 {
-			bare, paged = append(bare, b), append(paged, p)
+			bare, paged = append(bare, b), append(paged, pg)
 		}
 		for j, p := range plugins {
 			ts, err := p.phases(ctx, i)
@@ -182,7 +182,8 @@ func printPageCost(w io.Writer, f floors) {
 	extra := f.paged.faults - f.bare.faults
 	price := f.pageCost()
 	if price == 0 {
-		fmt.Fprintf(w, "page cost: not measured; the page floor made %d more faults than the floor, too few to price one\n", extra)
+		fmt.Fprintf(w, "page cost: not measured; the page floor made %d more faults than the floor and took %s ms longer, too little to price a page\n",
+			extra, ms(f.paged.wall-f.bare.wall))
 		return
 	}
 	fmt.Fprintf(w, "page cost: %.1f us a fresh page here (the page floor, the floor writing to fresh heap pages, took %s ms longer\n",
