@@ -1,5 +1,6 @@
 // Command testsummary reads `go test -json` on stdin and prints what
-// `go test` would (a line per package, the output of each failed test)
+// `go test` would (a line per package, the output of each failed test,
+// and of each test still running when its package timed out or exited)
 // and then one line that counts packages and tests, skipped ones with
 // their reasons. With -tally FILE it also adds its counts to FILE, and
 // -total FILE prints the counts of every run added there: make test ends

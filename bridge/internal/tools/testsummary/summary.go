@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -29,11 +30,15 @@ type summary struct {
 	// output holds each running test's (and package's) output, by
 	// "package test", until it ends: only a failure's is printed.
 	output map[string][]string
-	c      counts
+	// running holds, by package, the tests started and not yet ended,
+	// in start order. A package that times out ends with some of them
+	// running, the panic and its goroutines in their output.
+	running map[string][]string
+	c       counts
 }
 
 func newSummary(out io.Writer, verbose bool) *summary {
-	return &summary{out: out, verbose: verbose, output: map[string][]string{}, c: counts{Skips: map[string]int{}}}
+	return &summary{out: out, verbose: verbose, output: map[string][]string{}, running: map[string][]string{}, c: counts{Skips: map[string]int{}}}
 }
 
 // read consumes the stream. A line that is not JSON (go test's own
@@ -67,6 +72,8 @@ func (s *summary) handle(e event) {
 	case "build-fail":
 		s.printOutput(e.ImportPath + " ")
 		s.c.PackagesFailed++
+	case "run":
+		s.running[e.Package] = append(s.running[e.Package], e.Test)
 	case "pass", "fail", "skip":
 		s.end(e, key)
 	}
@@ -76,9 +83,11 @@ func (s *summary) handle(e event) {
 func (s *summary) end(e event, key string) {
 	defer delete(s.output, key)
 	if e.Test != "" {
+		s.running[e.Package] = slices.DeleteFunc(s.running[e.Package], func(t string) bool { return t == e.Test })
 		s.endTest(e, key)
 		return
 	}
+	s.endUnfinished(e.Package)
 	s.endPackage(e, key)
 }
 
@@ -103,6 +112,22 @@ func (s *summary) endPackage(e event, key string) {
 			s.printOutput(key)
 		}
 	}
+}
+
+// endUnfinished fails the tests of pkg that were still running when it
+// ended (it timed out, or a test called os.Exit): go test sends no end
+// for them, and their output holds why.
+func (s *summary) endUnfinished(pkg string) {
+	for _, test := range s.running[pkg] {
+		key := pkg + " " + test
+		s.c.TestsFailed++
+		if !s.verbose {
+			s.printOutput(key)
+			fmt.Fprintf(s.out, "--- UNFINISHED: %s\n", test)
+		}
+		delete(s.output, key)
+	}
+	delete(s.running, pkg)
 }
 
 func (s *summary) endTest(e event, key string) {

@@ -84,3 +84,40 @@ func TestRunVerbose(t *testing.T) {
 		t.Errorf("want go test's ok line once:\n%s", out.String())
 	}
 }
+
+// A package that times out sends no end for its running tests: their
+// output, which holds the panic and the stacks, is printed, and each
+// counts as failed.
+func TestRunTimeout(t *testing.T) {
+	in := `{"Action":"run","Package":"d","Test":"TestQuick"}
+{"Action":"output","Package":"d","Test":"TestQuick","Output":"=== RUN   TestQuick\n"}
+{"Action":"pass","Package":"d","Test":"TestQuick","Elapsed":0.01}
+{"Action":"run","Package":"d","Test":"TestHang"}
+{"Action":"output","Package":"d","Test":"TestHang","Output":"=== RUN   TestHang\n"}
+{"Action":"run","Package":"d","Test":"TestHang/sub"}
+{"Action":"output","Package":"d","Test":"TestHang/sub","Output":"panic: test timed out after 10m0s\n"}
+{"Action":"output","Package":"d","Test":"TestHang/sub","Output":"\td_test.go:9 +0x49\n"}
+{"Action":"output","Package":"d","Output":"FAIL\td\t600.015s\n"}
+{"Action":"fail","Package":"d","Elapsed":600.016}
+{"Action":"run","Package":"e","Test":"TestHang"}
+{"Action":"pass","Package":"e","Test":"TestHang","Elapsed":0.01}
+{"Action":"pass","Package":"e","Elapsed":0.1}
+`
+	var out strings.Builder
+	if status := run(strings.NewReader(in), &out, false, ""); status != 1 {
+		t.Errorf("status %d, want 1", status)
+	}
+	got := out.String()
+	for _, want := range []string{
+		"=== RUN   TestHang\n--- UNFINISHED: TestHang\n",
+		"panic: test timed out after 10m0s\n\td_test.go:9 +0x49\n--- UNFINISHED: TestHang/sub\nFAIL\td\t600.015s\n",
+		"1 package ok, 1 failed, 0 without tests; 2 tests passed, 2 failed, 0 skipped",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "TestQuick") {
+		t.Errorf("a passing test's output was printed:\n%s", got)
+	}
+}
