@@ -374,3 +374,28 @@ func TestManyPlugins(t *testing.T) {
 		t.Errorf("%d sockets left after Run returned", len(socks))
 	}
 }
+
+// A directory listing that lacks a registered plugin's socket, as a read
+// racing with new entries can, does not make it due while the socket is
+// there; once the socket is gone, it is.
+func TestDueLooksUpSocketsTheListingMissed(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "cam.sock")
+	if err := os.WriteFile(sock, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ps := &Plugins{Dir: dir}
+	ps.init()
+	reg := &registration{sock: sock, srv: newServer(&fakeHandler{}, false)}
+	ps.plugins["cdi.example.com/cam"] = &plugin{Spec: Spec{Resource: "cdi.example.com/cam"}, reg: reg}
+	w := &watcher{ps: ps}
+	if due := w.due(false, map[string]bool{}); len(due) != 0 {
+		t.Fatalf("%d plugins due with their socket there", len(due))
+	}
+	if err := os.Remove(sock); err != nil {
+		t.Fatal(err)
+	}
+	if due := w.due(false, map[string]bool{}); len(due) != 1 {
+		t.Fatalf("%d plugins due with their socket gone, want 1", len(due))
+	}
+}

@@ -94,7 +94,7 @@ func (w *watcher) due(restarted bool, sockets map[string]bool) []*plugin {
 		if p.busy {
 			continue
 		}
-		if p.reg != nil && !restarted && sockets[filepath.Base(p.reg.sock)] && !p.reg.srv.orphaned(ps.grace()) {
+		if p.reg != nil && !restarted && socketThere(sockets, p.reg.sock) && !p.reg.srv.orphaned(ps.grace()) {
 			continue
 		}
 		if p.reg == nil && now.Before(p.next) {
@@ -209,6 +209,21 @@ func (w *watcher) attempt(ctx context.Context, p *plugin) bool {
 	if ctx.Err() == nil {
 		ps.report(p.Resource, err)
 	}
+	return err == nil
+}
+
+// socketThere says whether sock is in the device-plugin directory. The
+// listing is the cheap answer for thousands of sockets, but a directory
+// read while entries come and go may miss some that were there all
+// along (ext4 does, as a growing directory becomes an indexed one), and
+// a plugin registered again for that would blink on the node. So a
+// socket the listing lacks is looked up by name before it counts as
+// gone.
+func socketThere(listed map[string]bool, sock string) bool {
+	if listed[filepath.Base(sock)] {
+		return true
+	}
+	_, err := os.Lstat(sock)
 	return err == nil
 }
 
