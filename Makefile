@@ -109,6 +109,10 @@ e2e: kube-apiserver node-bins
 		$(GO) test -race -count=1 -timeout=20m -json ./node | $(TESTSUMMARY) -v $(if $(TALLY),-tally $(TALLY))
 
 # bridge/e2e/node is left to the e2e target, which builds what it runs.
+# The module's run has 30 minutes a package, not go test's 10:
+# bridge/deploy/image's TestImage cross-compiles every binary for arm64,
+# which on a cold build cache, beside the other packages' tests, took
+# over 10 minutes on 2 cores.
 # Each go test run prints its own summary and adds it to $(TALLY); the
 # last line sums them: tests passed, failed and skipped (subtests
 # included), and why each skip happened.
@@ -116,7 +120,7 @@ TALLY := $(CURDIR)/bin/test-tally.jsonl
 test: prereqs kube-apiserver
 	@rm -f $(TALLY)
 	$(GO) vet ./...
-	KUBE_APISERVER=$(KUBE_APISERVER) $(GO) test -race -count=1 -json ./... | $(TESTSUMMARY) -tally $(TALLY)
+	KUBE_APISERVER=$(KUBE_APISERVER) $(GO) test -race -count=1 -timeout=30m -json ./... | $(TESTSUMMARY) -tally $(TALLY)
 	cd $(E2E) && $(GO) vet ./...
 	cd $(E2E) && $(GO) test -race -count=1 -json $$($(GO) list ./... | grep -v '/node$$') | $(TESTSUMMARY) -tally $(TALLY)
 	@$(MAKE) --no-print-directory e2e TALLY=$(TALLY)

@@ -35,12 +35,15 @@ func TestImage(t *testing.T) {
 	}
 	dir := t.TempDir()
 	o := options{out: filepath.Join(dir, "a.tar"), tag: "example.com/cdi-bridge:test", arches: []string{"amd64", "arm64"}, repo: "../../.."}
-	first, err := build(o, io.Discard)
+	// The build's progress goes to the test's output: on a cold build
+	// cache it cross-compiles everything, and a timeout shows how far it
+	// got.
+	first, err := build(o, t.Output())
 	if err != nil {
 		t.Fatal(err)
 	}
 	o.out = filepath.Join(dir, "b.tar")
-	second, err := build(o, io.Discard)
+	second, err := build(o, t.Output())
 	if err != nil {
 		t.Fatal(err)
 	}
