@@ -375,10 +375,10 @@ func TestManyPlugins(t *testing.T) {
 	}
 }
 
-// A directory listing that lacks a registered plugin's socket, as a read
-// racing with new entries can, does not make it due while the socket is
-// there; once the socket is gone, it is.
-func TestDueLooksUpSocketsTheListingMissed(t *testing.T) {
+// A directory listing that lacks a registered plugin's socket, as one
+// read just before the registration finished does, does not make it due
+// while the socket is there; once the socket is gone, it is.
+func TestDueLooksUpSocketsTheListingLacks(t *testing.T) {
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "cam.sock")
 	if err := os.WriteFile(sock, nil, 0o600); err != nil {

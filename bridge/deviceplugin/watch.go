@@ -213,12 +213,11 @@ func (w *watcher) attempt(ctx context.Context, p *plugin) bool {
 }
 
 // socketThere says whether sock is in the device-plugin directory. The
-// listing is the cheap answer for thousands of sockets, but a directory
-// read while entries come and go may miss some that were there all
-// along (ext4 does, as a growing directory becomes an indexed one), and
-// a plugin registered again for that would blink on the node. So a
-// socket the listing lacks is looked up by name before it counts as
-// gone.
+// listing is the cheap answer for thousands of sockets, but pass reads
+// it before due takes the lock: a registration that finished in between
+// has a socket the listing lacks, and registering that plugin again
+// would make its resource blink on the node. So a socket the listing
+// lacks is looked up by name before it counts as gone.
 func socketThere(listed map[string]bool, sock string) bool {
 	if listed[filepath.Base(sock)] {
 		return true
