@@ -164,8 +164,8 @@ func testNoOwnNode(t *testing.T, s server) {
 	if !apierrors.IsNotFound(err) {
 		t.Fatalf("the Lease of a bridge without a Node: %v, want NotFound", err)
 	}
-	if calls := c.rec.calls(); len(calls) != 0 || !is(c.instances()[cam.Name], before.Nodes, before.Usage) {
-		t.Fatalf("a bridge without a Node acted: calls %+v, camera %+v", calls, c.instances()[cam.Name])
+	if calls, now := c.rec.calls(), c.instances()[cam.Name]; len(calls) != 0 || !is(now, before.Nodes, before.Usage) {
+		t.Fatalf("a bridge without a Node acted: calls %+v, camera %+v, before %+v", calls, now, before)
 	}
 	c.createNodes("d-self")
 	c.leader(nil)

@@ -125,12 +125,16 @@ func (s *Store) cached(name string) (*instance.Instance, error) {
 	if s.namespace != "" {
 		key = s.namespace + "/" + name
 	}
+	// The write first, as in objects: see recentWrites.
+	s.mu.Lock()
+	w, had := s.recent[name]
+	s.mu.Unlock()
 	item, _, err := s.informer.GetStore().GetByKey(key)
 	if err != nil {
 		return nil, err
 	}
 	cached, _ := item.(*unstructured.Unstructured)
-	obj := s.newest(name, cached)
+	obj := newer(cached, w, had)
 	if obj == nil {
 		return nil, nil
 	}

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"maps"
 	"strconv"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -73,13 +74,22 @@ func (s *Store) caughtUp(item any) {
 	}
 }
 
-// newest returns the newer of the informer's copy of name (cached, nil
-// when it has none) and this Store's recent write of it; nil when the
-// newer says the object is gone.
-func (s *Store) newest(name string, cached *unstructured.Unstructured) *unstructured.Unstructured {
+// recentWrites returns a copy of the writes the informer has not caught
+// up with. A reader takes it before it reads the informer's cache: the
+// informer updates its cache before caughtUp forgets a write, so a write
+// missing from the copy is already in what the cache then shows, and a
+// copy taken after the cache was read could lack a write the cache read
+// did not yet hold.
+func (s *Store) recentWrites() map[string]recentWrite {
 	s.mu.Lock()
-	w, had := s.recent[name]
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.recent)
+}
+
+// newer returns the newer of the informer's copy of an object (cached,
+// nil when it has none) and this Store's recent write of it (w, when had);
+// nil when the newer says the object is gone.
+func newer(cached *unstructured.Unstructured, w recentWrite, had bool) *unstructured.Unstructured {
 	if !had {
 		return cached
 	}
@@ -94,22 +104,22 @@ func (s *Store) newest(name string, cached *unstructured.Unstructured) *unstruct
 // objects returns every Instance object, each the newest this Store
 // knows of.
 func (s *Store) objects() []*unstructured.Unstructured {
+	recent := s.recentWrites()
 	names := map[string]*unstructured.Unstructured{}
 	for _, item := range s.informer.GetStore().List() {
 		if obj, ok := item.(*unstructured.Unstructured); ok {
 			names[obj.GetName()] = obj
 		}
 	}
-	s.mu.Lock()
-	for name := range s.recent {
+	for name := range recent {
 		if _, ok := names[name]; !ok {
 			names[name] = nil
 		}
 	}
-	s.mu.Unlock()
 	var out []*unstructured.Unstructured
 	for name, cached := range names {
-		if obj := s.newest(name, cached); obj != nil {
+		w, had := recent[name]
+		if obj := newer(cached, w, had); obj != nil {
 			out = append(out, obj)
 		}
 	}

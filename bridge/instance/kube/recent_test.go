@@ -1,0 +1,117 @@
+package kube
+
+import (
+	"maps"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/cdiexec/cdi/bridge/instance"
+)
+
+// catchingUp is an informer whose cache, each time it is read, answers
+// with what it held and then catches up with the write the Store made,
+// as the real informer's goroutine may do while a reader is between the
+// cache and the Store's own record of its writes.
+type catchingUp struct {
+	cache.SharedIndexInformer
+	store *laggingCache
+}
+
+func (i *catchingUp) GetStore() cache.Store { return i.store }
+
+// laggingCache holds an Instance as it was before the Store's write
+// (nothing, for a create) until its first read has been answered; then
+// it holds the write and runs the Store's event handler, as the informer
+// does when the watch brings it.
+type laggingCache struct {
+	cache.Store
+	s     *Store
+	write *unstructured.Unstructured
+}
+
+func (c *laggingCache) List() []any {
+	out := c.Store.List()
+	c.catchUp()
+	return out
+}
+
+func (c *laggingCache) GetByKey(key string) (any, bool, error) {
+	item, ok, err := c.Store.GetByKey(key)
+	c.catchUp()
+	return item, ok, err
+}
+
+func (c *laggingCache) catchUp() {
+	if c.write == nil {
+		return
+	}
+	if err := c.Store.Update(c.write); err != nil {
+		panic(err)
+	}
+	c.s.caughtUp(c.write)
+	c.write = nil
+}
+
+// TestReadsItsWritesWhileTheInformerCatchesUp: List and Get show what
+// the Store wrote even when the informer's copy arrives between the
+// reader's look at the cache and at the Store's record of its writes.
+// Reading the record second, they once showed the cache's older copy, or
+// no Instance at all for one just created.
+func TestReadsItsWritesWhileTheInformerCatchesUp(t *testing.T) {
+	cam := func(rv string, usage map[string]string) *unstructured.Unstructured {
+		obj, err := toObject(instance.Instance{Name: "cam-1", Config: "cam", Capacity: 1, Usage: usage, Version: rv}, "ns")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return obj
+	}
+	claimed := map[string]string{"cam-1-0": "n1"}
+	tests := []struct {
+		name   string
+		before *unstructured.Unstructured
+	}{
+		{"updated", cam("2", nil)},
+		{"created", nil},
+	}
+	reads := map[string]func(*testing.T, *Store) map[string]string{
+		"List": func(t *testing.T, s *Store) map[string]string {
+			all, err := s.List(t.Context())
+			if err != nil || len(all) != 1 {
+				t.Fatalf("List = %+v, %v; want the one Instance written", all, err)
+			}
+			return all[0].Usage
+		},
+		"Get": func(t *testing.T, s *Store) map[string]string {
+			in, err := s.Get("cam-1")
+			if err != nil || in == nil {
+				t.Fatalf("Get = %+v, %v; want the Instance written", in, err)
+			}
+			return in.Usage
+		},
+	}
+	for _, tt := range tests {
+		for readName, read := range reads {
+			t.Run(tt.name+"/"+readName, func(t *testing.T) {
+				client := fake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+					map[schema.GroupVersionResource]string{Resource: "InstanceList"})
+				s := makeStore(client, "ns")
+				lag := &laggingCache{Store: cache.NewStore(cache.MetaNamespaceKeyFunc), s: s, write: cam("3", claimed)}
+				s.informer = &catchingUp{SharedIndexInformer: s.informer, store: lag}
+				if tt.before != nil {
+					if err := lag.Store.Add(tt.before); err != nil {
+						t.Fatal(err)
+					}
+				}
+				s.remember("cam-1", lag.write, "")
+				if usage := read(t, s); !maps.Equal(usage, claimed) {
+					t.Fatalf("%s shows usage %v, want the write's %v", readName, usage, claimed)
+				}
+			})
+		}
+	}
+}
