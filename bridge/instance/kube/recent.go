@@ -17,7 +17,9 @@ type recentWrite struct {
 	// obj is the object the API server returned; nil for a deletion.
 	obj *unstructured.Unstructured
 	// rv is obj's resourceVersion; for a deletion, one past the deleted
-	// object's, so that only a later object (re-created) shows through.
+	// object's: the informer's copy of that object stays hidden, while
+	// the watch's deletion event, which carries the deletion's own later
+	// resourceVersion, or a re-created object catches up with it.
 	rv uint64
 }
 
