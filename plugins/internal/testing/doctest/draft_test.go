@@ -42,7 +42,7 @@ func draftExamples() []draftExample {
 			`{"cdiVersion": "0.0.1", "code": 3, "msg": "Command unsupported", "details": "Unsupported command: MYCMD"}`},
 		// SPEC.md: the reply names the newest version, now 0.1.0.
 		{"VERSION 1", "drm", []string{"CDI_COMMAND", "VERSION"}, 0, 0, "-"},
-		// SPEC.md, Section 7 item 10: the draft's drm INFO describes another plugin.
+		// spec/DRAFT.md, item 10: the draft's drm INFO describes another plugin.
 		{"INFO 1: GPUs", "drm", []string{"CDI_COMMAND", "INFO"}, 0, 0, "-"},
 		{"INFO 2: TTYs", "generic-tty", []string{"CDI_COMMAND", "INFO"}, 0, 0, `{"cdiVersion": "0.0.1", "tty": 32}`},
 		{"ADD 1: one GPU", "drm", []string{"CDI_VERSION", "0.0.1", "CDI_COMMAND", "ADD", "CDI_REQUEST", "gpu:1", "CDI_REQUEST_ID", "1234"}, 0, 0,
