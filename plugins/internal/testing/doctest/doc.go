@@ -4,8 +4,8 @@
 // testdata/root fixture, and must print the document and exit with the
 // status the appendix shows; every example of the 2017 CDI draft must get
 // the draft's error code and exit status, and its output exactly wherever
-// spec/DRAFT.md does not say otherwise; and the worked example of SPEC.md's
-// "Writing a plugin" is built from the text and must pass every rule of
+// spec/DRAFT.md does not say otherwise; and the worked example of
+// plugins/WRITING.md is built from the text and must pass every rule of
 // package conformance. A change to a plugin's output that the documents do
 // not follow, or to the engine that the example no longer compiles
 // against, fails here.

@@ -15,11 +15,15 @@ import (
 	"github.com/cdiexec/cdi/spec/conformance"
 )
 
-// guideHeading starts the worked example of SPEC.md's "Writing a plugin".
-const guideHeading = "### A worked example"
+// guide is the document, from the module root, that holds the worked
+// example; guideHeading starts the example in it.
+const (
+	guide        = "plugins/WRITING.md"
+	guideHeading = "## A worked example"
+)
 
-// TestGuideExample builds the worked example of SPEC.md's "Writing a
-// plugin" exactly as it stands there, and runs the conformance checks
+// TestGuideExample builds the worked example of plugins/WRITING.md
+// exactly as it stands there, and runs the conformance checks
 // against it on the fixture host with the drop-in shown beside it: the
 // code must compile, be gofmt'd and pass every rule.
 func TestGuideExample(t *testing.T) {
@@ -27,13 +31,13 @@ func TestGuideExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	text, err := os.ReadFile(filepath.Join(root, "SPEC.md"))
+	text, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(guide)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	code, dropIn := guideBlocks(t, string(text))
 	if formatted, err := format.Source([]byte(code)); err != nil || string(formatted) != code {
-		t.Fatalf("the example in SPEC.md is not gofmt'd Go (parse error: %v); gofmt gives:\n%s", err, formatted)
+		t.Fatalf("the example in %s is not gofmt'd Go (parse error: %v); gofmt gives:\n%s", guide, err, formatted)
 	}
 	bin := buildGuide(t, root, code)
 	rep, err := conformance.Run(context.Background(), conformance.Options{Plugin: bin, DropIn: onFixture(t, dropIn)})
@@ -52,13 +56,13 @@ func TestGuideExample(t *testing.T) {
 func guideBlocks(t *testing.T, text string) (code, dropIn string) {
 	_, after, ok := strings.Cut(text, guideHeading)
 	if !ok {
-		t.Fatalf("SPEC.md has no %q", guideHeading)
+		t.Fatalf("%s has no %q", guide, guideHeading)
 	}
 	block := func(fence string) string {
 		_, rest, ok := strings.Cut(after, "\n"+fence+"\n")
 		body, _, closed := strings.Cut(rest, "\n```\n")
 		if !ok || !closed {
-			t.Fatalf("no %s block after %q in SPEC.md", fence, guideHeading)
+			t.Fatalf("no %s block after %q in %s", fence, guideHeading, guide)
 		}
 		return body + "\n"
 	}
@@ -88,7 +92,7 @@ func buildGuide(t *testing.T, root, code string) string {
 	cmd := exec.Command("go", "build", "-overlay", overlayFile, "-o", bin, "./plugins/internal/testing/doctest/guide")
 	cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the example of SPEC.md: %v\n%s", err, out)
+		t.Fatalf("building the example of %s: %v\n%s", guide, err, out)
 	}
 	return bin
 }
@@ -98,11 +102,11 @@ func buildGuide(t *testing.T, root, code string) string {
 func onFixture(t *testing.T, dropIn string) []byte {
 	var doc map[string]any
 	if err := json.Unmarshal([]byte(dropIn), &doc); err != nil {
-		t.Fatalf("the drop-in in SPEC.md: %v", err)
+		t.Fatalf("the drop-in in %s: %v", guide, err)
 	}
 	args, _ := doc["args"].(map[string]any)
 	if args == nil {
-		t.Fatalf("the drop-in in SPEC.md has no args: %s", dropIn)
+		t.Fatalf("the drop-in in %s has no args: %s", guide, dropIn)
 	}
 	args["root"] = exectest.FixtureRoot(t)
 	out, err := json.Marshal(doc)
