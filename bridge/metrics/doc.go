@@ -1,8 +1,11 @@
 // Package metrics holds the bridge's Prometheus collectors, on a registry
 // of their own (never the library's global one), and serves them. The
-// bridge's packages do not import it: they take plain observer functions
-// (node.Config.OnAllocate and OnRegister, discovery.Discoverer.OnExec),
-// which the command wires to the methods here.
+// bridge's packages report through plain observer functions
+// (node.Config.OnAllocate and OnRegister, discovery.Discoverer.OnExec)
+// and gauge sources (node.Node.Usage, discovery.Discoverer.Skipped, the
+// Instance store's staleness), which the command wires to the methods
+// here. Only node imports this package, for the PoolUsage that Usage
+// returns; the others do not know it.
 //
 // Every name starts with cdi_bridge_:
 //
@@ -13,10 +16,18 @@
 //     ADD failed and the call was rolled back). Denials are this
 //     counter's result label rather than a counter of their own, so that
 //     a denial rate is one query over one metric.
-//   - plugin_exec_duration_seconds{plugin,command}: every run of a plugin
-//     binary (VERSION, INFO, ADD, DEL, ...), from 1 ms to 30 s.
+//   - plugin_exec_duration_seconds{plugin,command,result}: every run of a
+//     plugin binary (VERSION, INFO, ADD, DEL, ...), from 1 ms to 30 s;
+//     result "ok", "error" or "failed".
 //   - registrations_total{resource,result}: kubelet registration
 //     attempts, result "ok" or "failed".
+//   - devices{resource,health} and slots{resource,state}: each pool's
+//     devices and usage slots on this node, read at each scrape.
+//   - dropins_skipped: drop-ins, or pools of one, that the last
+//     discovery did not serve.
+//   - store_stale_seconds: how long the Instance store's view has been
+//     behind the API server; 0 when current.
+//   - build_info{version}: always 1.
 //
 // plus the Go runtime's and the process's standard collectors.
 package metrics
