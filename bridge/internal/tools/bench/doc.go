@@ -19,9 +19,10 @@
 //     and has sent its complete list, then VmRSS and VmHWM from
 //     /proc/<pid>/status, against the same binary serving one endpoint;
 //   - the Kubernetes store (a real etcd and kube-apiserver, as
-//     bridge/internal/testing/apitest runs them for the tests): the same Allocate
-//     latencies against the local store's, its API writes per allocation,
-//     and the conflicts when three or four nodes race for the last slot;
+//     bridge/internal/testing/apitest runs them for the tests): the same
+//     Allocate latencies against the local store's, its API writes per
+//     allocation, and the conflicts when three or four nodes race for the
+//     last slot;
 //   - a cluster (cluster.go): 50 simulated nodes, each a kube store with
 //     a client and node name of its own as a node's bridge has, share 200
 //     Instances of capacity 4 through the one API server. Every node
@@ -42,8 +43,8 @@
 // hold nothing): DEL on the plugin, then the release in the store, as a
 // slot whose container is gone gets. The next call waits until every
 // stream lists everything free again. The kubelet side is this package's
-// own: like bridge/internal/testing/kubelettest, but it keeps when each list
-// arrived, which propagation and start-up are measured from.
+// own: like bridge/internal/testing/kubelettest, but it keeps when each
+// list arrived, which propagation and start-up are measured from.
 //
 // The Allocate subjects are measured interleaved, one call of each in
 // turn, so that a machine that slows down or speeds up during the run
@@ -51,8 +52,8 @@
 // sizes are started in turn for the same reason.
 //
 // Run it with `make bench` (after the plugins' bench) or
-// `go run ./bridge/internal/tools/bench -n 200`; progress goes to stderr, the
-// tables to stdout. Without etcd (Debian's etcd-server) the kube store's
+// `go run ./bridge/internal/tools/bench -n 200`; progress goes to stderr,
+// the tables to stdout. Without etcd (Debian's etcd-server) the kube store's
 // parts are reported as skipped, unless the CI environment variable is
 // set, when the run fails. `go test -bench .` in this package runs
 // BenchmarkAllocate/<level>, BenchmarkAddAlone and BenchmarkClaimAlone on
