@@ -14,8 +14,8 @@ import (
 	"github.com/cdiexec/cdi/spec/invoke"
 )
 
-// Grant is one slot an Allocate call sets up.
-type Grant struct {
+// grant is one slot an Allocate call sets up.
+type grant struct {
 	Claim instance.Claim
 	// VDev is the Configuration-level virtual device; "" for Instance-level.
 	VDev string
@@ -28,11 +28,11 @@ type Grant struct {
 	// CDI is the device as a spec file the bridge wrote names it, nil when
 	// none does. Only such a name reaches the response: the cdiDevices of
 	// the plugin's result name specs that the runtime may not have.
-	CDI *CDIDevice
+	CDI *cdiDevice
 }
 
-// Allocator claims and sets up slots.
-type Allocator struct {
+// allocator claims and sets up slots.
+type allocator struct {
 	Store instance.Store
 	// Timeout bounds each ADD: the kubelet gives Allocate none of its own.
 	Timeout time.Duration
@@ -48,9 +48,9 @@ type Allocator struct {
 // input only once the claim holds (invoke.Plugin.AddAfter): the store is
 // still the truth before any plugin acts, and the plugin's start-up is
 // not added to the claim's time.
-func (a *Allocator) Allocate(ctx context.Context, containers [][]Grant) (*pluginapi.AllocateResponse, error) {
+func (a *allocator) Allocate(ctx context.Context, containers [][]grant) (*pluginapi.AllocateResponse, error) {
 	var claims []instance.Claim
-	var grants []Grant
+	var grants []grant
 	for _, c := range containers {
 		for _, g := range c {
 			claims = append(claims, g.Claim)
@@ -72,7 +72,7 @@ func (a *Allocator) Allocate(ctx context.Context, containers [][]Grant) (*plugin
 		return nil, fmt.Errorf("claiming slots: %w", err)
 	}
 	resp := &pluginapi.AllocateResponse{}
-	var added []Grant
+	var added []grant
 	for i, c := range containers {
 		cr := newContainerResponse()
 		for j, g := range c {
@@ -105,7 +105,7 @@ type addOutcome struct {
 
 // startAdd runs g's ADD in the background, its input held back until
 // ready yields nil (invoke.Plugin.AddAfter).
-func (a *Allocator) startAdd(ctx context.Context, g Grant, ready <-chan error) <-chan addOutcome {
+func (a *allocator) startAdd(ctx context.Context, g grant, ready <-chan error) <-chan addOutcome {
 	out := make(chan addOutcome, 1)
 	go func() {
 		r, err := a.addWith(ctx, g, func(ctx context.Context, req invoke.AddRequest) (*spec.AddResult, error) {
@@ -116,12 +116,12 @@ func (a *Allocator) startAdd(ctx context.Context, g Grant, ready <-chan error) <
 	return out
 }
 
-func (a *Allocator) add(ctx context.Context, g Grant) (*spec.AddResult, error) {
+func (a *allocator) add(ctx context.Context, g grant) (*spec.AddResult, error) {
 	return a.addWith(ctx, g, g.Plugin.Add)
 }
 
-// addWith runs g's ADD through run, under the Allocator's timeout.
-func (a *Allocator) addWith(ctx context.Context, g Grant, run func(context.Context, invoke.AddRequest) (*spec.AddResult, error)) (*spec.AddResult, error) {
+// addWith runs g's ADD through run, under the allocator's timeout.
+func (a *allocator) addWith(ctx context.Context, g grant, run func(context.Context, invoke.AddRequest) (*spec.AddResult, error)) (*spec.AddResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, a.timeout())
 	defer cancel()
 	req, err := spec.ParseRequest(g.Resource + ":1")
@@ -136,7 +136,7 @@ func (a *Allocator) addWith(ctx context.Context, g Grant, run func(context.Conte
 }
 
 // fresh is the claims of the grants that were not held before the call.
-func fresh(containers [][]Grant) []instance.Claim {
+func fresh(containers [][]grant) []instance.Claim {
 	var out []instance.Claim
 	for _, c := range containers {
 		for _, g := range c {
@@ -150,12 +150,12 @@ func fresh(containers [][]Grant) []instance.Claim {
 
 // settle releases claims whose write had an unknown outcome (the store
 // may hold them though the call failed), retrying until the store answers
-// or SettleFor has passed; reclaim frees what is still held after that.
+// or settleFor has passed; reclaim frees what is still held after that.
 // Release frees only slots that hold exactly a claim's value, so releasing
 // a claim that was never recorded changes nothing.
-func (a *Allocator) settle(claims []instance.Claim) {
+func (a *allocator) settle(claims []instance.Claim) {
 	start, wait := time.Now(), 100*time.Millisecond
-	for time.Since(start) < SettleFor {
+	for time.Since(start) < settleFor {
 		ctx, cancel := context.WithTimeout(context.Background(), a.timeout())
 		err := a.Store.Release(ctx, claims)
 		cancel()
@@ -171,13 +171,13 @@ func (a *Allocator) settle(claims []instance.Claim) {
 	a.log().Error("gave up releasing the claims of an Allocate whose writes had an unknown outcome; slot reclaim will", "claims", claims)
 }
 
-// SettleFor bounds settle's retries.
-const SettleFor = 10 * time.Minute
+// settleFor bounds settle's retries.
+const settleFor = 10 * time.Minute
 
 // undo deletes what the call added, or may have added, and releases what
 // it claimed, leaving the slots that were held before the call alone. It runs on a fresh
 // context: the caller's may be the reason for the failure.
-func (a *Allocator) undo(added []Grant, containers [][]Grant) {
+func (a *allocator) undo(added []grant, containers [][]grant) {
 	ctx, cancel := context.WithTimeout(context.Background(), a.timeout())
 	defer cancel()
 	for _, g := range added {
@@ -195,14 +195,14 @@ func (a *Allocator) undo(added []Grant, containers [][]Grant) {
 	}
 }
 
-func (a *Allocator) log() *slog.Logger {
+func (a *allocator) log() *slog.Logger {
 	if a.Logger == nil {
 		return slog.New(slog.DiscardHandler)
 	}
 	return a.Logger
 }
 
-func (a *Allocator) timeout() time.Duration {
+func (a *allocator) timeout() time.Duration {
 	if a.Timeout > 0 {
 		return a.Timeout
 	}

@@ -23,11 +23,11 @@ func TestMain(m *testing.M) {
 	exectest.MainDir(m, &pluginDir, "github.com/cdiexec/cdi/plugins/generic-tty", "github.com/cdiexec/cdi/plugins/endpoint")
 }
 
-// setup returns an Allocator on a fresh store holding Instances for
+// setup returns an allocator on a fresh store holding Instances for
 // tty13, tty14 and tty99 (capacity 1, node n1), and the tty plugin. The
 // fixture has no tty99: it stands for a device gone since discovery,
 // whose ADD fails.
-func setup(t *testing.T) (*Allocator, *invoke.Plugin, map[string]instance.Instance) {
+func setup(t *testing.T) (*allocator, *invoke.Plugin, map[string]instance.Instance) {
 	root := exectest.FixtureRoot(t)
 	conf, _ := json.Marshal(map[string]any{"cdiVersion": "0.1.0", "name": "t", "type": "tty", "plugin": "generic-tty",
 		"args": map[string]any{"root": root, "stateDir": t.TempDir(), "num_system_reserved": 12}})
@@ -43,18 +43,18 @@ func setup(t *testing.T) (*Allocator, *invoke.Plugin, map[string]instance.Instan
 	if err := store.Observe(context.Background(), "n1", "tty-t", seen); err != nil {
 		t.Fatal(err)
 	}
-	return &Allocator{Store: store, Prefix: "cdi.example.com"}, plugin, ins
+	return &allocator{Store: store, Prefix: "cdi.example.com"}, plugin, ins
 }
 
-func grant(p *invoke.Plugin, in instance.Instance, dev, vdev string) Grant {
+func testGrant(p *invoke.Plugin, in instance.Instance, dev, vdev string) grant {
 	value := instance.InstanceLevelUsage("n1")
 	if vdev != "" {
 		value = instance.ConfigurationLevelUsage(vdev, "n1")
 	}
-	return Grant{Claim: instance.Claim{Instance: in.Name, Slot: instance.SlotID(in.Name, 0), Value: value}, VDev: vdev, Plugin: p, Resource: "tty", DeviceID: dev}
+	return grant{Claim: instance.Claim{Instance: in.Name, Slot: instance.SlotID(in.Name, 0), Value: value}, VDev: vdev, Plugin: p, Resource: "tty", DeviceID: dev}
 }
 
-func usage(t *testing.T, a *Allocator, in instance.Instance) string {
+func usage(t *testing.T, a *allocator, in instance.Instance) string {
 	all, err := a.Store.List(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -82,8 +82,8 @@ func allocations(t *testing.T, p *invoke.Plugin) map[string]bool {
 
 func TestAllocateClaimsThenAdds(t *testing.T) {
 	a, p, ins := setup(t)
-	g := grant(p, ins["tty13"], "tty13", "")
-	resp, err := a.Allocate(context.Background(), [][]Grant{{g}})
+	g := testGrant(p, ins["tty13"], "tty13", "")
+	resp, err := a.Allocate(context.Background(), [][]grant{{g}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,9 +107,9 @@ func TestAllocateClaimsThenAdds(t *testing.T) {
 // not a DeviceSpec too, so the runtime does not inject it twice.
 func TestAllocateNamesSpecDevicesByCDI(t *testing.T) {
 	a, p, ins := setup(t)
-	g := grant(p, ins["tty13"], "tty13", "")
-	g.CDI = &CDIDevice{Name: "cdi.example.com/tty-t=tty13", Nodes: []spec.DeviceNode{{HostPath: "/dev/tty13"}}}
-	resp, err := a.Allocate(context.Background(), [][]Grant{{g}})
+	g := testGrant(p, ins["tty13"], "tty13", "")
+	g.CDI = &cdiDevice{Name: "cdi.example.com/tty-t=tty13", Nodes: []spec.DeviceNode{{HostPath: "/dev/tty13"}}}
+	resp, err := a.Allocate(context.Background(), [][]grant{{g}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,14 +123,14 @@ func TestAllocateNamesSpecDevicesByCDI(t *testing.T) {
 // grant, in the store and on the plugin, but never a slot held before.
 func TestAllocateIsAllOrNothing(t *testing.T) {
 	a, p, ins := setup(t)
-	held := grant(p, ins["tty13"], "tty13", "3")
-	if _, err := a.Allocate(context.Background(), [][]Grant{{held}}); err != nil {
+	held := testGrant(p, ins["tty13"], "tty13", "3")
+	if _, err := a.Allocate(context.Background(), [][]grant{{held}}); err != nil {
 		t.Fatal(err)
 	}
 	held.Held = true
-	fresh := grant(p, ins["tty14"], "tty14", "4")
-	gone := grant(p, ins["tty99"], "tty99", "5")
-	_, err := a.Allocate(context.Background(), [][]Grant{{held}, {fresh, gone}})
+	fresh := testGrant(p, ins["tty14"], "tty14", "4")
+	gone := testGrant(p, ins["tty99"], "tty99", "5")
+	_, err := a.Allocate(context.Background(), [][]grant{{held}, {fresh, gone}})
 	var e *spec.Error
 	if !errors.As(err, &e) || e.Code != spec.CodeUnknownDevice {
 		t.Fatalf("Allocate = %v, want the plugin's code 12", err)
@@ -161,8 +161,8 @@ func TestAllocateUndoesAnADDThatTimedOutAfterCommitting(t *testing.T) {
 	}
 	late := &invoke.Plugin{Path: slow, Config: p.Config}
 	a.Timeout = 2 * time.Second
-	g := grant(late, ins["tty13"], "tty13", "")
-	if _, err := a.Allocate(context.Background(), [][]Grant{{g}}); err == nil {
+	g := testGrant(late, ins["tty13"], "tty13", "")
+	if _, err := a.Allocate(context.Background(), [][]grant{{g}}); err == nil {
 		t.Fatal("Allocate succeeded though its ADD timed out")
 	} else if !errors.Is(err, invoke.ErrTimeout) {
 		t.Fatalf("Allocate = %v, want the ADD's timeout", err)

@@ -25,23 +25,23 @@ func (v view) byName(name string) *instance.Instance {
 	return nil
 }
 
-// grant is the Grant for one claim of the view's pool.
-func (n *Node) grant(v view, c instance.Claim, vdev string) (Grant, error) {
+// grant returns the grant of one claim of the view's pool.
+func (n *Node) grant(v view, c instance.Claim, vdev string) (grant, error) {
 	in := v.byName(c.Instance)
 	if in == nil {
-		return Grant{}, fmt.Errorf("slot %s: %w", c.Slot, instance.ErrNoSlot)
+		return grant{}, fmt.Errorf("slot %s: %w", c.Slot, instance.ErrNoSlot)
 	}
-	return Grant{Claim: c, VDev: vdev, Held: in.Usage[c.Slot] == c.Value, Plugin: v.pool.Plugin,
-		Resource: v.pool.Resource, DeviceID: in.DeviceID, CDI: v.cdiDevice(in.DeviceID)}, nil
+	return grant{Claim: c, VDev: vdev, Held: in.Usage[c.Slot] == c.Value, Plugin: v.pool.Plugin,
+		Resource: v.pool.Resource, DeviceID: in.DeviceID, CDI: v.cdiDeviceOf(in.DeviceID)}, nil
 }
 
-// cdiDevice is device id as the pool's CDI spec file holds it, nil when
+// cdiDeviceOf is device id as the pool's CDI spec file holds it, nil when
 // the file does not name it.
-func (v view) cdiDevice(id string) *CDIDevice {
+func (v view) cdiDeviceOf(id string) *cdiDevice {
 	if !v.cdiNamed[id] {
 		return nil
 	}
-	return &CDIDevice{Name: v.kind.QualifiedName(id), Nodes: v.devices[id].DeviceNodes}
+	return &cdiDevice{Name: v.kind.QualifiedName(id), Nodes: v.devices[id].DeviceNodes}
 }
 
 // instanceLevelHandler is the Instance-level plugin of one Instance.
@@ -65,7 +65,7 @@ func (h *instanceLevelHandler) Allocate(ctx context.Context, req *pluginapi.Allo
 	defer h.n.allocMu.RUnlock()
 	v, _ := h.n.view(h.pool)
 	res := h.n.resource(h.instance)
-	containers := make([][]Grant, len(req.ContainerRequests))
+	containers := make([][]grant, len(req.ContainerRequests))
 	for i, c := range req.ContainerRequests {
 		for _, slot := range c.DevicesIds {
 			g, err := h.n.grant(v, instance.Claim{Instance: h.instance, Slot: slot, Value: instance.InstanceLevelUsage(h.n.cfg.NodeName)}, "")
@@ -102,11 +102,11 @@ func (h *configurationLevelHandler) Changes() (<-chan struct{}, func()) {
 	return h.n.streams.Subscribe(h.n.resource(h.pool))
 }
 
-// Replans bounds how often a Configuration-level Allocate plans again
+// replans bounds how often a Configuration-level Allocate plans again
 // after another node took a slot it chose: each plan sees the slots the
 // lost races took, so with D free devices and N <= D nodes racing, every
 // node is granted within N plans.
-const Replans = 4
+const replans = 4
 
 func (h *configurationLevelHandler) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
 	h.n.allocMu.RLock()
@@ -125,7 +125,7 @@ func (h *configurationLevelHandler) Allocate(ctx context.Context, req *pluginapi
 			return nil, err
 		}
 		resp, err := h.n.alloc.Allocate(ctx, containers)
-		if errors.Is(err, instance.ErrSlotTaken) && plan < Replans {
+		if errors.Is(err, instance.ErrSlotTaken) && plan < replans {
 			// Claim changed nothing; the store now knows who holds the
 			// slot, so the next plan picks another device.
 			h.n.log().Info("another node took a slot first; planning again", "pool", h.pool, "plan", plan, "error", err)
@@ -138,12 +138,12 @@ func (h *configurationLevelHandler) Allocate(ctx context.Context, req *pluginapi
 
 // grants maps the vdevs of each container request to Grants by the
 // pool's rules.
-func (h *configurationLevelHandler) grants(v view, requests [][]string) ([][]Grant, error) {
+func (h *configurationLevelHandler) grants(v view, requests [][]string) ([][]grant, error) {
 	claims, err := v.rules.Allocate(requests)
 	if err != nil {
 		return nil, err
 	}
-	containers := make([][]Grant, len(claims))
+	containers := make([][]grant, len(claims))
 	for i, cs := range claims {
 		for j, c := range cs {
 			g, err := h.n.grant(v, c, requests[i][j])
@@ -169,17 +169,17 @@ func (h *configurationLevelHandler) PreferredAllocation(_ context.Context, req *
 	return resp, nil
 }
 
-// allocate runs the Allocator and reports the outcome (finish).
-func (n *Node) allocate(ctx context.Context, resource, level string, containers [][]Grant) (*pluginapi.AllocateResponse, error) {
+// allocate runs the allocator and reports the outcome (finish).
+func (n *Node) allocate(ctx context.Context, resource, level string, containers [][]grant) (*pluginapi.AllocateResponse, error) {
 	resp, err := n.alloc.Allocate(ctx, containers)
 	return n.finish(ctx, resource, level, containers, resp, err)
 }
 
-// finish reports an Allocator's outcome. A success reaches the streams
+// finish reports an allocator's outcome. A success reaches the streams
 // through the store's change feed; a failure also re-reads the store and
 // pushes fresh lists at once, so that the kubelet stops offering what just
 // failed.
-func (n *Node) finish(ctx context.Context, resource, level string, containers [][]Grant, resp *pluginapi.AllocateResponse, err error) (*pluginapi.AllocateResponse, error) {
+func (n *Node) finish(ctx context.Context, resource, level string, containers [][]grant, resp *pluginapi.AllocateResponse, err error) (*pluginapi.AllocateResponse, error) {
 	if err != nil {
 		n.log().Warn("Allocate failed; what it claimed is released (in the background where the store did not answer)", "resource", resource, "error", err)
 		n.reportAllocate(resource, level, ResultFailed)
@@ -195,7 +195,7 @@ func (n *Node) finish(ctx context.Context, resource, level string, containers []
 }
 
 // granted lists the slots and the distinct device ids of a call's grants.
-func granted(containers [][]Grant) (slots, devices []string) {
+func granted(containers [][]grant) (slots, devices []string) {
 	seen := map[string]bool{}
 	for _, c := range containers {
 		for _, g := range c {

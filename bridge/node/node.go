@@ -76,7 +76,7 @@ const (
 // Node runs the bridge on one node.
 type Node struct {
 	cfg   Config
-	alloc *Allocator
+	alloc *allocator
 	// allocMu is held shared by every Allocate and exclusively by each
 	// slot reclaim pass.
 	allocMu sync.RWMutex
@@ -112,7 +112,7 @@ type Node struct {
 func New(cfg Config) *Node {
 	return &Node{
 		cfg:   cfg,
-		alloc: &Allocator{Store: cfg.Store, Timeout: cfg.ExecTimeout, Prefix: cfg.Domain, Logger: cfg.Logger},
+		alloc: &allocator{Store: cfg.Store, Timeout: cfg.ExecTimeout, Prefix: cfg.Domain, Logger: cfg.Logger},
 		pools: map[string]discovery.Pool{}, instances: map[string]instance.Instance{},
 		running: map[string]bool{}, registered: map[string]bool{}, poolLevelOnly: map[string]bool{},
 	}

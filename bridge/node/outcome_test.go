@@ -50,7 +50,7 @@ func TestUnknownOutcomeIsReleased(t *testing.T) {
 	}
 	const committedTries = 20
 	for try := 1; ; try++ {
-		g := grant(p, in, "tty13", strconv.Itoa(try))
+		g := testGrant(p, in, "tty13", strconv.Itoa(try))
 		cutAllocate(t, a, proxy, g)
 		if usageNow(t, etcd, ns, in.Name, g.Claim.Slot) == g.Claim.Value {
 			waitReleased(t, proxy, etcd, ns, in.Name, g.Claim)
@@ -66,11 +66,11 @@ func TestUnknownOutcomeIsReleased(t *testing.T) {
 
 // cutAllocate runs Allocate of g with the proxy cutting every answer: it
 // must fail with an unknown outcome.
-func cutAllocate(t *testing.T, a *Allocator, proxy *cuttingProxy, g Grant) {
+func cutAllocate(t *testing.T, a *allocator, proxy *cuttingProxy, g grant) {
 	t.Helper()
 	proxy.cut.Store(true)
 	started := time.Now()
-	_, err := a.Allocate(t.Context(), [][]Grant{{g}})
+	_, err := a.Allocate(t.Context(), [][]grant{{g}})
 	t.Logf("Allocate failed after %v: %v", time.Since(started).Round(time.Millisecond), err)
 	if !errors.Is(err, instance.ErrUnknownOutcome) {
 		t.Fatalf("Allocate = %v, want an unknown outcome", err)

@@ -12,10 +12,10 @@ import (
 // reclaim can map running containers back to slots.
 func SlotAnnotation(prefix, slot string) string { return prefix + "/slot-" + slot }
 
-// CDIDevice is a device as a CDI spec file the bridge wrote holds it: its
+// cdiDevice is a device as a CDI spec file the bridge wrote holds it: its
 // qualified name and the device nodes the runtime gives a container for
 // that name.
-type CDIDevice struct {
+type cdiDevice struct {
 	Name  string
 	Nodes []spec.DeviceNode
 }
@@ -41,7 +41,7 @@ func newContainerResponse() *containerResponse {
 
 // add adds slot's ADD result r, of device cdi (nil when the device has no
 // CDI name); vdev is the slot's virtual device, "" at Instance level.
-func (c *containerResponse) add(r *spec.AddResult, cdi *CDIDevice, prefix, slot, vdev string) {
+func (c *containerResponse) add(r *spec.AddResult, cdi *cdiDevice, prefix, slot, vdev string) {
 	if cdi != nil {
 		c.addCDI(cdi)
 	}
@@ -65,7 +65,7 @@ func (c *containerResponse) add(r *spec.AddResult, cdi *CDIDevice, prefix, slot,
 }
 
 // addCDI gives the container d's CDI name, and with it d's nodes.
-func (c *containerResponse) addCDI(d *CDIDevice) {
+func (c *containerResponse) addCDI(d *cdiDevice) {
 	if !c.names[d.Name] {
 		c.names[d.Name] = true
 		c.CdiDevices = append(c.CdiDevices, &pluginapi.CDIDevice{Name: d.Name})

@@ -55,7 +55,7 @@ func TestContainerResponseJoinsEveryDevicesEnv(t *testing.T) {
 // for two) give its node, CDI name and mount once each; a node that the
 // CDI name gives is no DeviceSpec, one it does not give is.
 func TestContainerResponseGivesEachThingOnce(t *testing.T) {
-	gpu := &CDIDevice{Name: "cdi.test/gpu-drm=0000:03:00.0", Nodes: []spec.DeviceNode{{HostPath: "/dev/dri/card1"}}}
+	gpu := &cdiDevice{Name: "cdi.test/gpu-drm=0000:03:00.0", Nodes: []spec.DeviceNode{{HostPath: "/dev/dri/card1"}}}
 	r := &spec.AddResult{
 		DeviceNodes: []spec.DeviceNode{{HostPath: "/dev/dri/card1"}, {HostPath: "/dev/dri/renderD129", Permissions: "r"}},
 		Mounts:      []spec.Mount{{HostPath: "/opt/lib", ContainerPath: "/usr/lib/gpu", ReadOnly: true}},
