@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -18,8 +19,10 @@ import (
 )
 
 // A writer that always conflicts (here a fake client's reactor: no real
-// server conflicts on demand) gets exactly Backoff.Steps attempts, then a
-// clear error; an error that is not a conflict is not retried.
+// server conflicts on demand) gets exactly backoff.Steps attempts, then a
+// clear error, even though its waits reach the Cap at once (which would
+// end retry.OnError's attempts there); an error that is not a conflict is
+// not retried.
 func TestRetriesAreBounded(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -40,7 +43,7 @@ func TestRetriesAreBounded(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s.backoff = Backoff{Steps: 3, Initial: time.Millisecond, Max: time.Millisecond}
+			s.backoff = wait.Backoff{Steps: 3, Duration: time.Millisecond, Factor: 2, Cap: time.Millisecond}
 			cam := storetest.Cam("a", "lobby", 1)
 			if err := s.Observe(ctx, "a", "cam", []instance.Instance{cam}); err != nil {
 				t.Fatal(err)
@@ -59,5 +62,23 @@ func TestRetriesAreBounded(t *testing.T) {
 			}
 			t.Log(err)
 		})
+	}
+}
+
+// The default waits double from 5 ms and stop growing at 500 ms, each
+// jittered by up to half, and the cap ends none of the 10 attempts: 9
+// waits, about two seconds in all.
+func TestDefaultBackoffWaits(t *testing.T) {
+	want := []time.Duration{5, 10, 20, 40, 80, 160, 320, 500, 500}
+	b := defaultBackoff()
+	if b.Steps != len(want)+1 {
+		t.Fatalf("%d attempts, want %d", b.Steps, len(want)+1)
+	}
+	next := b.DelayFunc()
+	for i, ms := range want {
+		d, base := next(), ms*time.Millisecond
+		if d < base || d > base+base/2 {
+			t.Errorf("wait %d is %v, want %v to %v", i+1, d, base, base+base/2)
+		}
 	}
 }

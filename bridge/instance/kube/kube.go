@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
@@ -23,7 +24,7 @@ type Store struct {
 	client    dynamic.ResourceInterface
 	namespace string
 	informer  cache.SharedIndexInformer
-	backoff   Backoff
+	backoff   wait.Backoff
 
 	changes fanout.Fanout
 
@@ -38,17 +39,15 @@ type Store struct {
 
 var _ instance.Store = (*Store)(nil)
 
-// Backoff bounds the retries after a conflicting write: Steps attempts in
-// all, waiting Initial, then twice as long each time, up to Max.
-type Backoff struct {
-	Steps        int
-	Initial, Max time.Duration
+// defaultBackoff bounds the retries after a conflicting write: Steps
+// attempts in all, waiting Duration, then twice as long each time, up to
+// Cap, each wait jittered by up to half so that racing nodes spread out.
+// That retries for about two seconds in all: enough for a dozen nodes
+// racing for one object, short enough for an Allocate to fail while the
+// kubelet still waits.
+func defaultBackoff() wait.Backoff {
+	return wait.Backoff{Steps: 10, Duration: 5 * time.Millisecond, Factor: 2, Jitter: 0.5, Cap: 500 * time.Millisecond}
 }
-
-// DefaultBackoff retries for about two seconds in all: enough for a dozen
-// nodes racing for one object, short enough for an Allocate to fail
-// while the kubelet still waits.
-var DefaultBackoff = Backoff{Steps: 10, Initial: 5 * time.Millisecond, Max: 500 * time.Millisecond}
 
 // New is Start, then Synced on ctx.
 func New(ctx context.Context, client dynamic.Interface, namespace string) (*Store, error) {
@@ -71,7 +70,7 @@ func makeStore(client dynamic.Interface, namespace string) *Store {
 	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(client, 0, namespace, nil)
 	return &Store{
 		client: client.Resource(Resource).Namespace(namespace), namespace: namespace,
-		informer: factory.ForResource(Resource).Informer(), backoff: DefaultBackoff,
+		informer: factory.ForResource(Resource).Informer(), backoff: defaultBackoff(),
 		recent: map[string]recentWrite{}, watch: watchState{kick: make(chan struct{}, 1)},
 	}
 }

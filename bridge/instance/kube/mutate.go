@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sort"
 	"time"
 
@@ -122,62 +121,97 @@ func byInstance(claims []instance.Claim) [][]instance.Claim {
 // ErrNoSlot otherwise). The first read is the informer's copy (the API's
 // when the informer has none); after a conflict, or a no-op with mode
 // verify, the object is read from the API and fn runs again, up to
-// s.backoff.Steps attempts. Errors from fn end it at once.
+// s.backoff.Steps attempts in all. Errors from fn end it at once.
+//
+// The waits between attempts are s.backoff's, through wait's
+// DelayFunc.Until rather than retry.OnError: a wait ends with ctx, and
+// the Cap of a wait.Backoff stops OnError's attempts early (it sets
+// Steps to 0 once the cap is reached), where the DelayFunc only stops
+// growing the wait.
 func (s *Store) modify(ctx context.Context, name string, mode modifyMode, fn func(*instance.Instance) (bool, error)) error {
-	create := mode == upsert
-	wait := s.backoff.Initial
-	for attempt := 1; ; attempt++ {
-		in, err := s.read(ctx, name, attempt > 1)
-		if in == nil && err == nil && attempt == 1 {
-			// Not in the cache is not proof of absence: the watch may
-			// not have brought a new Instance yet.
-			in, err = s.read(ctx, name, true)
-		}
-		if err != nil {
-			return err
-		}
-		isNew := in == nil
-		if isNew && !create {
-			return fmt.Errorf("instance %s: %w", name, instance.ErrNoSlot)
-		}
-		if isNew {
-			in = &instance.Instance{Name: name}
-		}
-		changed, err := fn(in)
-		if err == nil && !changed && attempt == 1 && mode == verify {
-			// The informer's copy may be behind (a watch cut and not yet
-			// re-established): nothing to do there is not proof that the
-			// API holds nothing to do. A release of a claim whose write
-			// had an unknown outcome found the slot free in a stale cache
-			// and wrote nothing.
-			continue
-		}
-		if err != nil || !changed {
-			return err
-		}
-		err = s.write(ctx, in, isNew)
-		conflict := apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || (!isNew && apierrors.IsNotFound(err))
-		s.count(conflict)
-		var status apierrors.APIStatus
-		if err != nil && !conflict && !errors.As(err, &status) {
-			// No answer from the API server: the write may have been
-			// committed before the connection broke.
-			return fmt.Errorf("writing instance %s to the API server: %w: %w", name, instance.ErrUnknownOutcome, err)
-		}
-		if err != nil && !conflict {
-			return fmt.Errorf("writing instance %s to the API server: %w", name, err)
-		}
-		if !conflict {
-			return nil
-		}
-		if attempt >= s.backoff.Steps {
-			return fmt.Errorf("instance %s: still conflicting after %d attempts: %w", name, attempt, err)
-		}
-		if err := sleep(ctx, wait); err != nil {
-			return err
-		}
-		wait = min(2*wait, s.backoff.Max)
+	m := &modification{store: s, name: name, mode: mode, fn: fn}
+	return s.backoff.DelayFunc().Until(ctx, true, true, m.try)
+}
+
+// modification is one modify call and the attempts it has made.
+type modification struct {
+	store    *Store
+	name     string
+	mode     modifyMode
+	fn       func(*instance.Instance) (bool, error)
+	attempts int
+}
+
+// try is one attempt, as the condition of wait's loop: done when the
+// write succeeded, was not needed or failed for good, not done after a
+// conflict while attempts remain.
+func (m *modification) try(ctx context.Context) (bool, error) {
+	m.attempts++
+	in, isNew, err := m.read(ctx, m.attempts > 1)
+	if err != nil {
+		return true, err
 	}
+	changed, err := m.fn(in)
+	if err == nil && !changed && m.attempts == 1 && m.mode == verify {
+		// The informer's copy may be behind (a watch cut and not yet
+		// re-established): nothing to do there is not proof that the
+		// API holds nothing to do. A release of a claim whose write
+		// had an unknown outcome found the slot free in a stale cache
+		// and wrote nothing. The API's copy is read at once, as the
+		// next attempt.
+		m.attempts++
+		if in, isNew, err = m.read(ctx, true); err != nil {
+			return true, err
+		}
+		changed, err = m.fn(in)
+	}
+	if err != nil || !changed {
+		return true, err
+	}
+	return m.write(ctx, in, isNew)
+}
+
+// read returns the Instance to change, the informer's copy or, when
+// fresh, the API's: a new one (isNew) when it is missing and the mode is
+// upsert, ErrNoSlot when it is missing otherwise.
+func (m *modification) read(ctx context.Context, fresh bool) (in *instance.Instance, isNew bool, err error) {
+	in, err = m.store.read(ctx, m.name, fresh)
+	if in == nil && err == nil && !fresh {
+		// Not in the cache is not proof of absence: the watch may
+		// not have brought a new Instance yet.
+		in, err = m.store.read(ctx, m.name, true)
+	}
+	switch {
+	case err != nil:
+		return nil, false, err
+	case in != nil:
+		return in, false, nil
+	case m.mode != upsert:
+		return nil, false, fmt.Errorf("instance %s: %w", m.name, instance.ErrNoSlot)
+	}
+	return &instance.Instance{Name: m.name}, true, nil
+}
+
+// write writes in and says whether modify is done: not after a conflict
+// while attempts remain.
+func (m *modification) write(ctx context.Context, in *instance.Instance, isNew bool) (bool, error) {
+	err := m.store.write(ctx, in, isNew)
+	conflict := apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || (!isNew && apierrors.IsNotFound(err))
+	m.store.count(conflict)
+	var status apierrors.APIStatus
+	switch {
+	case err == nil:
+		return true, nil
+	case !conflict && !errors.As(err, &status):
+		// No answer from the API server: the write may have been
+		// committed before the connection broke.
+		return true, fmt.Errorf("writing instance %s to the API server: %w: %w", m.name, instance.ErrUnknownOutcome, err)
+	case !conflict:
+		return true, fmt.Errorf("writing instance %s to the API server: %w", m.name, err)
+	case m.attempts >= m.store.backoff.Steps:
+		return true, fmt.Errorf("instance %s: still conflicting after %d attempts: %w", m.name, m.attempts, err)
+	}
+	return false, nil
 }
 
 // modifyMode says what modify may do.
@@ -246,17 +280,3 @@ func (s *Store) write(ctx context.Context, in *instance.Instance, isNew bool) er
 
 // fieldManager names the bridge in the objects' managedFields.
 const fieldManager = "cdi-bridge"
-
-// sleep waits about d (jittered by up to half, so that racing nodes
-// spread out) or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	d += time.Duration(rand.Int64N(int64(d)/2 + 1))
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}

@@ -268,8 +268,8 @@ func (s *sim) setup(ctx context.Context) error {
 const maxPasses = 10
 
 // observe records that n sees the devices, again after a pass that
-// failed because some Instance kept conflicting (kube.DefaultBackoff's
-// attempts ran out), as the bridge's next full discovery would a minute
+// failed because some Instance kept conflicting (the kube store's
+// backoff ran out of attempts), as the bridge's next full discovery would a minute
 // later; it returns the passes that failed so.
 func (n *simNode) observe(ctx context.Context, seen []instance.Instance) (failed int, err error) {
 	for {
