@@ -10,10 +10,10 @@ DESTDIR   ?=
 PLUGINS := $(notdir $(patsubst %/main.go,%,$(wildcard plugins/*/main.go)))
 TOOLS   := cditool cdi-bridge
 
-.PHONY: all build install test lint bench demo image manifests clean help kube-apiserver node-bins e2e prereqs tools
+.PHONY: all build install test lint bench demo image manifests clean help kube-apiserver node-bins e2e prereqs
 
-# A pipeline fails when any of its commands does: go test's status is not
-# lost in the pipe into testsummary.
+# A pipeline fails when any of its commands does: go build's status is not
+# lost in the pipe that thins its output.
 SHELL       := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 
@@ -23,7 +23,8 @@ help:
 	@echo "make build          plugins and tools into bin/ ($(PLUGINS) $(TOOLS))"
 	@echo "make install        plugins to DESTDIR$(PLUGINDIR), drop-ins to DESTDIR$(CONFDIR), tools to DESTDIR$(PREFIX)/bin"
 	@echo "make test           prerequisites checked, vet, every test with the race detector (main module, then $(E2E)),"
-	@echo "                    then make e2e; ends with one line counting passed, failed and skipped tests and why"
+	@echo "                    then make e2e, each run summarised by gotestsum; ends with the skipped tests and why,"
+	@echo "                    and one line counting every run's tests, failed and skipped"
 	@echo "make prereqs        say which programs the tests need are missing, and how to get them"
 	@echo "make e2e            a real node (etcd, kube-apiserver, kubelet, containerd, runc) running pods with the bridge's devices (root)"
 	@echo "make kube-apiserver the kube-apiserver the Kubernetes tests run, into bin/ (a cold build takes minutes)"
@@ -67,18 +68,15 @@ E2E := bridge/e2e
 # runs the program KUBE_APISERVER names.
 KUBE_APISERVER := $(CURDIR)/bin/kube-apiserver
 
-kube-apiserver: tools
+kube-apiserver:
 	@echo "building $(KUBE_APISERVER) from $(E2E) (the first build downloads and compiles much of Kubernetes: about 10 minutes on 2 cores)"
-	cd $(E2E) && $(GO) build -v -o $(KUBE_APISERVER) ./cmd/kube-apiserver 2>&1 | \
-		$(BUILDPROGRESS) -what kube-apiserver -total $$($(GO) list -deps ./cmd/kube-apiserver | wc -l)
+	@SECONDS=0; cd $(E2E) && $(GO) build -v -o $(KUBE_APISERVER) ./cmd/kube-apiserver 2>&1 | $(THIN) && \
+		echo "built $(KUBE_APISERVER) in $${SECONDS}s"
 
-# The make helpers (bridge/internal/tools), built once: test, e2e and
-# kube-apiserver pipe into them.
-TESTSUMMARY   := $(CURDIR)/bin/testsummary
-BUILDPROGRESS := $(CURDIR)/bin/buildprogress
-tools:
-	@mkdir -p bin
-	@$(GO) build -o bin/ ./bridge/internal/tools/testsummary ./bridge/internal/tools/buildprogress
+# go build -v names each package it compiles, none on a warm cache: a long
+# build shows every 100th with the count so far, and a line that is not a
+# package's name (a compiler's error) in full.
+THIN := awk '/[ :]/ { print; next } ++n % 100 == 0 { print "  " n " packages compiled, now " $$0 }'
 
 prereqs:
 	@$(GO) run ./bridge/internal/tools/prereqs
@@ -93,10 +91,10 @@ CONTAINERD_BIN_DIR := $(CURDIR)/bin
 CONTAINERD_VERSION ?= v2.2.9
 CONTAINERD_CMDS    := containerd ctr containerd-shim-runc-v2
 
-node-bins: tools
+node-bins:
 	@echo "building $(KUBELET) from $(E2E) (minutes on a cold build cache)"
-	cd $(E2E) && $(GO) build -v -o $(KUBELET) ./cmd/kubelet 2>&1 | \
-		$(BUILDPROGRESS) -what kubelet -total $$($(GO) list -deps ./cmd/kubelet | wc -l)
+	@SECONDS=0; cd $(E2E) && $(GO) build -v -o $(KUBELET) ./cmd/kubelet 2>&1 | $(THIN) && \
+		echo "built $(KUBELET) in $${SECONDS}s"
 	@echo "installing containerd $(CONTAINERD_VERSION) ($(CONTAINERD_CMDS)) into $(CONTAINERD_BIN_DIR) (minutes on a cold build cache)"
 	GOBIN=$(CONTAINERD_BIN_DIR) CGO_ENABLED=0 $(GO) install -tags no_btrfs,no_devmapper,no_zfs \
 		$(foreach c,$(CONTAINERD_CMDS),github.com/containerd/containerd/v2/cmd/$(c)@$(CONTAINERD_VERSION))
@@ -106,25 +104,36 @@ node-bins: tools
 # with the race detector, the plugins, the pods' image) happen first.
 e2e: kube-apiserver node-bins
 	cd $(E2E) && KUBE_APISERVER=$(KUBE_APISERVER) KUBELET=$(KUBELET) CONTAINERD_BIN_DIR=$(CONTAINERD_BIN_DIR) \
-		$(GO) test -race -count=1 -timeout=20m -json ./node | $(TESTSUMMARY) -v $(if $(TALLY),-tally $(TALLY))
+		$(GO) run $(GOTESTSUM) --format standard-verbose $(if $(TESTJSON),--jsonfile $(TESTJSON)/node.json) \
+		--raw-command -- $(GO) test -json -race -count=1 -timeout=20m ./node
 
 # bridge/e2e/node is left to the e2e target, which builds what it runs.
 # The module's run has 30 minutes a package, not go test's 10:
 # bridge/deploy/image's TestImage cross-compiles every binary for arm64,
 # which on a cold build cache, beside the other packages' tests, took
 # over 10 minutes on 2 cores.
-# Each go test run prints its own summary and adds it to $(TALLY); the
-# last line sums them: tests passed, failed and skipped (subtests
-# included), and why each skip happened.
-TALLY := $(CURDIR)/bin/test-tally.jsonl
+# gotestsum prints a line per package, then each failed test's output
+# (a timed-out package's panic, and the tests it was still running, among
+# them) and a count; each run's events are kept in $(TESTJSON). The last
+# summary reads them all again: every skipped test with its reason, then
+# one line counting the tests of every run, subtests included.
+TESTJSON := $(CURDIR)/bin/test-json
 test: prereqs kube-apiserver
-	@rm -f $(TALLY)
+	@rm -rf $(TESTJSON) && mkdir -p $(TESTJSON)
 	$(GO) vet ./...
-	KUBE_APISERVER=$(KUBE_APISERVER) $(GO) test -race -count=1 -timeout=30m -json ./... | $(TESTSUMMARY) -tally $(TALLY)
+	KUBE_APISERVER=$(KUBE_APISERVER) $(GO) run $(GOTESTSUM) $(GOTESTSUM_RUN) --jsonfile $(TESTJSON)/main.json \
+		--raw-command -- $(GO) test -json -race -count=1 -timeout=30m ./...
 	cd $(E2E) && $(GO) vet ./...
-	cd $(E2E) && $(GO) test -race -count=1 -json $$($(GO) list ./... | grep -v '/node$$') | $(TESTSUMMARY) -tally $(TALLY)
-	@$(MAKE) --no-print-directory e2e TALLY=$(TALLY)
-	@$(TESTSUMMARY) -total $(TALLY)
+	cd $(E2E) && $(GO) run $(GOTESTSUM) $(GOTESTSUM_RUN) --jsonfile $(TESTJSON)/e2e.json \
+		--raw-command -- $(GO) test -json -race -count=1 $$($(GO) list ./... | grep -v '/node$$')
+	@$(MAKE) --no-print-directory e2e TESTJSON=$(TESTJSON)
+	@echo "all runs:"
+	@$(GO) run $(GOTESTSUM) --format none --hide-summary failed,errors --raw-command -- cat $(TESTJSON)/*.json
+
+# gotestsum at a pinned version, run from the module proxy as staticcheck
+# is. A run's skipped tests wait for the last summary, which has them all.
+GOTESTSUM     := gotest.tools/gotestsum@v1.13.0
+GOTESTSUM_RUN := --format pkgname --hide-summary skipped
 
 # staticcheck at a pinned version, run from the module proxy: nothing of it
 # enters our go.mod files.
