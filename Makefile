@@ -152,10 +152,13 @@ lint:
 
 # Each part prints its table; ratios are against floors measured in the
 # same run. The bridge's part starts etcd and a kube-apiserver (built once,
-# cached) for its Kubernetes store figures.
+# cached) for its Kubernetes store figures, and so does the cluster
+# simulation (bridge/e2e/cmd/clustersim; SIM="-sim-nodes 10" sizes it).
+SIM ?=
 bench: kube-apiserver
 	$(GO) run ./plugins/internal/tools/bench
 	KUBE_APISERVER=$(KUBE_APISERVER) $(GO) run ./bridge/internal/tools/bench
+	cd $(E2E) && KUBE_APISERVER=$(KUBE_APISERVER) $(GO) run ./cmd/clustersim $(SIM)
 
 demo: build
 	./testdata/demo.sh

@@ -21,21 +21,7 @@
 //   - the Kubernetes store (a real etcd and kube-apiserver, as
 //     bridge/internal/testing/apitest runs them for the tests): the same Allocate
 //     latencies against the local store's, its API writes per allocation,
-//     and the conflicts when three or four nodes race for the last slot;
-//   - a cluster (cluster.go): 50 simulated nodes, each a kube store with
-//     a client and node name of its own as a node's bridge has, share 200
-//     Instances of capacity 4 through the one API server. Every node
-//     observes every Instance at once (time until every store shows
-//     every node everywhere, API writes); 500 claims, 8 in flight, each
-//     by a random node on a free slot of a random Instance (API requests
-//     of every client by verb, writes and conflict retries per
-//     allocation, watch events and bytes, the time from a claim's return
-//     until every other store shows it); the API server's, etcd's and each
-//     store's memory, and one Instance's size; one node's departure
-//     cleared as the departed-node janitor does (kube.Store.ForgetNode);
-//     then every claim released and none left. -sim-nodes,
-//     -sim-instances, -sim-claims, -sim-capacity and -sim-inflight size
-//     it; -only=cluster runs it alone.
+//     and the conflicts when three or four nodes race for the last slot.
 //
 // Each Allocate is undone before the next, untimed, by the node's own slot
 // reclaim (node.Reclaimer with no grace and a kubelet whose containers

@@ -19,25 +19,9 @@ func main() {
 	flag.IntVar(&o.scaleRuns, "starts", 3, "starts of each bridge size")
 	flag.IntVar(&o.raceRounds, "race", 50, "rounds of each race for the last slot")
 	flag.BoolVar(&o.kube, "kube", true, "measure the kube store too (starts etcd and a kube-apiserver)")
-	flag.IntVar(&o.sim.nodes, "sim-nodes", 50, "simulated nodes in the cluster simulation, 0 for none (needs -kube)")
-	// 50 x 200 keeps the simulation within about three minutes on two
-	// busy cores: setting up costs nodes x nodes x Instances watch events.
-	flag.IntVar(&o.sim.instances, "sim-instances", 200, "shared Instances every simulated node sees")
-	flag.IntVar(&o.sim.claims, "sim-claims", 500, "claims in the cluster simulation (at most 3/4 of the slots)")
-	flag.IntVar(&o.sim.capacity, "sim-capacity", 4, "slots per shared Instance in the cluster simulation")
-	flag.IntVar(&o.sim.inFlight, "sim-inflight", 8, "claims under way at once in the cluster simulation")
-	flag.StringVar(&o.only, "only", "", `run one part alone: "cluster" for the cluster simulation`)
 	flag.Parse()
 	if o.rounds < 1 || o.scaleCapacity < 1 || o.scaleRuns < 1 || o.raceRounds < 1 {
 		fmt.Fprintln(os.Stderr, "bridge bench: -n, -capacity, -starts and -race must be at least 1")
-		os.Exit(2)
-	}
-	if err := o.sim.check(); err != nil {
-		fmt.Fprintln(os.Stderr, "bridge bench:", err)
-		os.Exit(2)
-	}
-	if o.only != "" && o.only != onlyCluster {
-		fmt.Fprintf(os.Stderr, "bridge bench: -only %q: the one part that runs alone is %q\n", o.only, onlyCluster)
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
