@@ -30,7 +30,8 @@ help:
 	@echo "make kube-apiserver the kube-apiserver the Kubernetes tests run, into bin/ (a cold build takes minutes)"
 	@echo "make node-bins      the kubelet and containerd $(CONTAINERD_VERSION) the node test runs, into bin/"
 	@echo "make lint           gofmt, go vet, staticcheck, and go.mod tidy in both modules"
-	@echo "make bench          benchmarks, printed as ratios against floors measured in the same run"
+	@echo "make bench          benchmarks: the plugins', the bridge's (go test -bench, benchstat) and the cluster"
+	@echo "                    simulation; tables of ratios against floors measured in the same run"
 	@echo "make demo           build, install into a temporary prefix and walk through the protocol"
 	@echo "make manifests      the kustomize layout in bridge/deploy, from its Helm chart (bridge/deploy/chart)"
 	@echo "make image          the bridge's multi-arch image as an OCI layout, bin/cdi-bridge-image.tar (IMAGE=name:tag, ARCHES=\"amd64 arm64\")"
@@ -69,6 +70,7 @@ E2E := bridge/e2e
 KUBE_APISERVER := $(CURDIR)/bin/kube-apiserver
 
 kube-apiserver:
+	@mkdir -p bin
 	@echo "building $(KUBE_APISERVER) from $(E2E) (the first build downloads and compiles much of Kubernetes: about 10 minutes on 2 cores)"
 	@SECONDS=0; cd $(E2E) && $(GO) build -v -o $(KUBE_APISERVER) ./cmd/kube-apiserver 2>&1 | $(THIN) && \
 		echo "built $(KUBE_APISERVER) in $${SECONDS}s"
@@ -92,6 +94,7 @@ CONTAINERD_VERSION ?= v2.2.9
 CONTAINERD_CMDS    := containerd ctr containerd-shim-runc-v2
 
 node-bins:
+	@mkdir -p bin
 	@echo "building $(KUBELET) from $(E2E) (minutes on a cold build cache)"
 	@SECONDS=0; cd $(E2E) && $(GO) build -v -o $(KUBELET) ./cmd/kubelet 2>&1 | $(THIN) && \
 		echo "built $(KUBELET) in $${SECONDS}s"
@@ -151,13 +154,19 @@ lint:
 	cd $(E2E) && $(GO) mod tidy -diff
 
 # Each part prints its table; ratios are against floors measured in the
-# same run. The bridge's part starts etcd and a kube-apiserver (built once,
-# cached) for its Kubernetes store figures, and so does the cluster
-# simulation (bridge/e2e/cmd/clustersim; SIM="-sim-nodes 10" sizes it).
-SIM ?=
+# same run. The bridge's tables (bridge/bench's BenchmarkBridge) start etcd
+# and a kube-apiserver for the Kubernetes store's figures, and so does the
+# cluster simulation (bridge/e2e/cmd/clustersim). BenchmarkAllocate's
+# subjects are set against its floor by benchstat, pinned as staticcheck
+# is. BENCH="-rounds 50" and SIM="-sim-nodes 10" size the bridge's parts.
+BENCHSTAT := golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
+BENCH ?=
+SIM   ?=
 bench: kube-apiserver
 	$(GO) run ./plugins/internal/tools/bench
-	KUBE_APISERVER=$(KUBE_APISERVER) $(GO) run ./bridge/internal/tools/bench
+	KUBE_APISERVER=$(KUBE_APISERVER) $(GO) test -run '^$$' -bench '^BenchmarkBridge$$' -benchtime 1x -timeout 60m ./bridge/bench $(BENCH)
+	$(GO) test -run '^$$' -bench '^BenchmarkAllocate$$' -count 6 ./bridge/bench > bin/bench-allocate.txt
+	$(GO) run $(BENCHSTAT) -col /subject bin/bench-allocate.txt
 	cd $(E2E) && KUBE_APISERVER=$(KUBE_APISERVER) $(GO) run ./cmd/clustersim $(SIM)
 
 demo: build
