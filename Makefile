@@ -32,6 +32,7 @@ help:
 	@echo "make lint           gofmt, go vet, staticcheck, and go.mod tidy in both modules"
 	@echo "make bench          benchmarks: the plugins', the bridge's (go test -bench, benchstat) and the cluster"
 	@echo "                    simulation; tables of ratios against floors measured in the same run"
+	@echo "                    (BENCH=\"-rounds 50\" and SIM=\"-sim-nodes 10\" size the bridge's parts)"
 	@echo "make demo           build, install into a temporary prefix and walk through the protocol"
 	@echo "make manifests      the kustomize layout in bridge/deploy, from its Helm chart (bridge/deploy/chart)"
 	@echo "make image          the bridge's multi-arch image as an OCI layout, bin/cdi-bridge-image.tar (IMAGE=name:tag, ARCHES=\"amd64 arm64\")"
