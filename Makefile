@@ -177,7 +177,8 @@ SIM   ?=
 bench: kube-apiserver
 	$(GO) run ./plugins/internal/tools/bench
 	KUBE_APISERVER=$(KUBE_APISERVER) $(GO) test -run '^$$' -bench '^BenchmarkBridge$$' -benchtime 1x -timeout 60m ./bridge/bench $(BENCH)
-	$(GO) test -run '^$$' -bench '^BenchmarkAllocate$$' -count 6 ./bridge/bench > bin/bench-allocate.txt
+	$(GO) test -run '^$$' -bench '^BenchmarkAllocate$$' -count 6 ./bridge/bench > bin/bench-allocate.txt || \
+		{ cat bin/bench-allocate.txt; exit 1; }
 	$(GO) run $(BENCHSTAT) -col /subject bin/bench-allocate.txt
 	cd $(E2E) && KUBE_APISERVER=$(KUBE_APISERVER) $(GO) run ./cmd/clustersim $(SIM)
 
