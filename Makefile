@@ -10,10 +10,10 @@ DESTDIR   ?=
 PLUGINS := $(notdir $(patsubst %/main.go,%,$(wildcard plugins/*/main.go)))
 TOOLS   := cditool cdi-bridge
 
-.PHONY: all build install test lint bench demo image manifests clean help kube-apiserver node-bins e2e prereqs tools
+.PHONY: all build install test lint bench demo image manifests clean help kube-apiserver node-bins e2e prereqs
 
-# A pipeline fails when any of its commands does: go test's status is not
-# lost in the pipe into testsummary.
+# A pipeline fails when any of its commands does: go build's status is not
+# lost in the pipe that thins its output.
 SHELL       := /bin/bash
 .SHELLFLAGS := -o pipefail -c
 
@@ -23,13 +23,16 @@ help:
 	@echo "make build          plugins and tools into bin/ ($(PLUGINS) $(TOOLS))"
 	@echo "make install        plugins to DESTDIR$(PLUGINDIR), drop-ins to DESTDIR$(CONFDIR), tools to DESTDIR$(PREFIX)/bin"
 	@echo "make test           prerequisites checked, vet, every test with the race detector (main module, then $(E2E)),"
-	@echo "                    then make e2e; ends with one line counting passed, failed and skipped tests and why"
+	@echo "                    then make e2e, each run summarised by gotestsum; ends with the skipped tests and why,"
+	@echo "                    and one line counting every run's tests, failed and skipped"
 	@echo "make prereqs        say which programs the tests need are missing, and how to get them"
 	@echo "make e2e            a real node (etcd, kube-apiserver, kubelet, containerd, runc) running pods with the bridge's devices (root)"
 	@echo "make kube-apiserver the kube-apiserver the Kubernetes tests run, into bin/ (a cold build takes minutes)"
 	@echo "make node-bins      the kubelet and containerd $(CONTAINERD_VERSION) the node test runs, into bin/"
 	@echo "make lint           gofmt, go vet, staticcheck, and go.mod tidy in both modules"
-	@echo "make bench          benchmarks, printed as ratios against floors measured in the same run"
+	@echo "make bench          benchmarks: the plugins', the bridge's (go test -bench, benchstat) and the cluster"
+	@echo "                    simulation; tables of ratios against floors measured in the same run"
+	@echo "                    (BENCH=\"-rounds 50\" and SIM=\"-sim-nodes 10\" size the bridge's parts)"
 	@echo "make demo           build, install into a temporary prefix and walk through the protocol"
 	@echo "make manifests      the kustomize layout in bridge/deploy, from its Helm chart (bridge/deploy/chart)"
 	@echo "make image          the bridge's multi-arch image as an OCI layout, bin/cdi-bridge-image.tar (IMAGE=name:tag, ARCHES=\"amd64 arm64\")"
@@ -67,21 +70,30 @@ E2E := bridge/e2e
 # runs the program KUBE_APISERVER names.
 KUBE_APISERVER := $(CURDIR)/bin/kube-apiserver
 
-kube-apiserver: tools
-	@echo "building $(KUBE_APISERVER) from $(E2E) (the first build downloads and compiles much of Kubernetes: about 10 minutes on 2 cores)"
-	cd $(E2E) && $(GO) build -v -o $(KUBE_APISERVER) ./cmd/kube-apiserver 2>&1 | \
-		$(BUILDPROGRESS) -what kube-apiserver -total $$($(GO) list -deps ./cmd/kube-apiserver | wc -l)
-
-# The make helpers (bridge/internal/tools), built once: test, e2e and
-# kube-apiserver pipe into them.
-TESTSUMMARY   := $(CURDIR)/bin/testsummary
-BUILDPROGRESS := $(CURDIR)/bin/buildprogress
-tools:
+kube-apiserver:
 	@mkdir -p bin
-	@$(GO) build -o bin/ ./bridge/internal/tools/testsummary ./bridge/internal/tools/buildprogress
+	@echo "building $(KUBE_APISERVER) from $(E2E) (the first build downloads and compiles much of Kubernetes: about 10 minutes on 2 cores)"
+	@SECONDS=0; cd $(E2E) && $(GO) build -v -o $(KUBE_APISERVER) ./cmd/kube-apiserver 2>&1 | $(THIN) && \
+		echo "built $(KUBE_APISERVER) in $${SECONDS}s"
 
+# go build -v names each package it compiles, none on a warm cache: a long
+# build shows every 100th with the count so far, and a line that is not a
+# package's name (a compiler's error) in full.
+THIN := awk '/[ :]/ { print; next } ++n % 100 == 0 { print "  " n " packages compiled, now " $$0 }'
+
+# The programs the tests run, each as program:its Debian package (what
+# .ci/run installs). etcd backs every Kubernetes test's kube-apiserver; the
+# others are the real node's (make e2e), which also needs root. Without
+# them those tests skip, saying so; under CI they fail, and so does this.
+PREREQS := etcd:etcd-server runc:runc ip:iproute2 iptables:iptables unshare:util-linux \
+	/usr/lib/cni/loopback:containernetworking-plugins
 prereqs:
-	@$(GO) run ./bridge/internal/tools/prereqs
+	@missing=; for p in $(PREREQS); do command -v $${p%%:*} >/dev/null || missing="$$missing $${p#*:}"; done; \
+	[ "$$(id -u)" = 0 ] || echo "not root: the real node (make e2e) needs root, and skips without it"; \
+	if [ -z "$$missing" ]; then echo "prerequisites: all there"; exit 0; fi; \
+	echo "missing what some tests need: apt-get install$$missing"; \
+	if [ -n "$$CI" ]; then echo "CI is set, so those tests would fail"; exit 1; fi; \
+	echo "those tests will skip, saying so"
 
 # The node's other programs. The kubelet is built like the kube-apiserver
 # (no -trimpath), so that the Kubernetes packages they share are compiled
@@ -93,10 +105,11 @@ CONTAINERD_BIN_DIR := $(CURDIR)/bin
 CONTAINERD_VERSION ?= v2.2.9
 CONTAINERD_CMDS    := containerd ctr containerd-shim-runc-v2
 
-node-bins: tools
+node-bins:
+	@mkdir -p bin
 	@echo "building $(KUBELET) from $(E2E) (minutes on a cold build cache)"
-	cd $(E2E) && $(GO) build -v -o $(KUBELET) ./cmd/kubelet 2>&1 | \
-		$(BUILDPROGRESS) -what kubelet -total $$($(GO) list -deps ./cmd/kubelet | wc -l)
+	@SECONDS=0; cd $(E2E) && $(GO) build -v -o $(KUBELET) ./cmd/kubelet 2>&1 | $(THIN) && \
+		echo "built $(KUBELET) in $${SECONDS}s"
 	@echo "installing containerd $(CONTAINERD_VERSION) ($(CONTAINERD_CMDS)) into $(CONTAINERD_BIN_DIR) (minutes on a cold build cache)"
 	GOBIN=$(CONTAINERD_BIN_DIR) CGO_ENABLED=0 $(GO) install -tags no_btrfs,no_devmapper,no_zfs \
 		$(foreach c,$(CONTAINERD_CMDS),github.com/containerd/containerd/v2/cmd/$(c)@$(CONTAINERD_VERSION))
@@ -106,25 +119,36 @@ node-bins: tools
 # with the race detector, the plugins, the pods' image) happen first.
 e2e: kube-apiserver node-bins
 	cd $(E2E) && KUBE_APISERVER=$(KUBE_APISERVER) KUBELET=$(KUBELET) CONTAINERD_BIN_DIR=$(CONTAINERD_BIN_DIR) \
-		$(GO) test -race -count=1 -timeout=20m -json ./node | $(TESTSUMMARY) -v $(if $(TALLY),-tally $(TALLY))
+		$(GO) run $(GOTESTSUM) --format standard-verbose $(if $(TESTJSON),--jsonfile $(TESTJSON)/node.json) \
+		--raw-command -- $(GO) test -json -race -count=1 -timeout=20m ./node
 
 # bridge/e2e/node is left to the e2e target, which builds what it runs.
 # The module's run has 30 minutes a package, not go test's 10:
 # bridge/deploy/image's TestImage cross-compiles every binary for arm64,
 # which on a cold build cache, beside the other packages' tests, took
 # over 10 minutes on 2 cores.
-# Each go test run prints its own summary and adds it to $(TALLY); the
-# last line sums them: tests passed, failed and skipped (subtests
-# included), and why each skip happened.
-TALLY := $(CURDIR)/bin/test-tally.jsonl
+# gotestsum prints a line per package, then each failed test's output
+# (a timed-out package's panic, and the tests it was still running, among
+# them) and a count; each run's events are kept in $(TESTJSON). The last
+# summary reads them all again: every skipped test with its reason, then
+# one line counting the tests of every run, subtests included.
+TESTJSON := $(CURDIR)/bin/test-json
 test: prereqs kube-apiserver
-	@rm -f $(TALLY)
+	@rm -rf $(TESTJSON) && mkdir -p $(TESTJSON)
 	$(GO) vet ./...
-	KUBE_APISERVER=$(KUBE_APISERVER) $(GO) test -race -count=1 -timeout=30m -json ./... | $(TESTSUMMARY) -tally $(TALLY)
+	KUBE_APISERVER=$(KUBE_APISERVER) $(GO) run $(GOTESTSUM) $(GOTESTSUM_RUN) --jsonfile $(TESTJSON)/main.json \
+		--raw-command -- $(GO) test -json -race -count=1 -timeout=30m ./...
 	cd $(E2E) && $(GO) vet ./...
-	cd $(E2E) && $(GO) test -race -count=1 -json $$($(GO) list ./... | grep -v '/node$$') | $(TESTSUMMARY) -tally $(TALLY)
-	@$(MAKE) --no-print-directory e2e TALLY=$(TALLY)
-	@$(TESTSUMMARY) -total $(TALLY)
+	cd $(E2E) && $(GO) run $(GOTESTSUM) $(GOTESTSUM_RUN) --jsonfile $(TESTJSON)/e2e.json \
+		--raw-command -- $(GO) test -json -race -count=1 $$($(GO) list ./... | grep -v '/node$$')
+	@$(MAKE) --no-print-directory e2e TESTJSON=$(TESTJSON)
+	@echo "all runs:"
+	@$(GO) run $(GOTESTSUM) --format none --hide-summary failed,errors --raw-command -- cat $(TESTJSON)/*.json
+
+# gotestsum at a pinned version, run from the module proxy as staticcheck
+# is. A run's skipped tests wait for the last summary, which has them all.
+GOTESTSUM     := gotest.tools/gotestsum@v1.13.0
+GOTESTSUM_RUN := --format pkgname --hide-summary skipped
 
 # staticcheck at a pinned version, run from the module proxy: nothing of it
 # enters our go.mod files.
@@ -142,11 +166,21 @@ lint:
 	cd $(E2E) && $(GO) mod tidy -diff
 
 # Each part prints its table; ratios are against floors measured in the
-# same run. The bridge's part starts etcd and a kube-apiserver (built once,
-# cached) for its Kubernetes store figures.
+# same run. The bridge's tables (bridge/bench's BenchmarkBridge) start etcd
+# and a kube-apiserver for the Kubernetes store's figures, and so does the
+# cluster simulation (bridge/e2e/cmd/clustersim). BenchmarkAllocate's
+# subjects are set against its floor by benchstat, pinned as staticcheck
+# is. BENCH="-rounds 50" and SIM="-sim-nodes 10" size the bridge's parts.
+BENCHSTAT := golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
+BENCH ?=
+SIM   ?=
 bench: kube-apiserver
 	$(GO) run ./plugins/internal/tools/bench
-	KUBE_APISERVER=$(KUBE_APISERVER) $(GO) run ./bridge/internal/tools/bench
+	KUBE_APISERVER=$(KUBE_APISERVER) $(GO) test -run '^$$' -bench '^BenchmarkBridge$$' -benchtime 1x -timeout 60m ./bridge/bench $(BENCH)
+	$(GO) test -run '^$$' -bench '^BenchmarkAllocate$$' -count 6 ./bridge/bench > bin/bench-allocate.txt || \
+		{ cat bin/bench-allocate.txt; exit 1; }
+	$(GO) run $(BENCHSTAT) -col /subject bin/bench-allocate.txt
+	cd $(E2E) && KUBE_APISERVER=$(KUBE_APISERVER) $(GO) run ./cmd/clustersim $(SIM)
 
 demo: build
 	./testdata/demo.sh

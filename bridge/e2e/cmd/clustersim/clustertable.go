@@ -1,13 +1,16 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
+	"text/tabwriter"
 	"time"
 )
 
-// clusterTitle begins the cluster table; TestHarness looks for it.
+// clusterTitle begins the table; TestRun looks for it.
 const clusterTitle = "Cluster simulation:"
 
 // clusterResult is the simulation's figures.
@@ -166,3 +169,24 @@ func perThrough(events int64, l load) float64 {
 func secs(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
 
 func mb(b int64) string { return fmt.Sprintf("%.1f", float64(b)/1e6) }
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/float64(time.Millisecond)) }
+
+func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
+
+func judge(ok bool, miss string) string {
+	if ok {
+		return "met"
+	}
+	return "MISSED: " + miss
+}
+
+// percentile of d, p in [0, 100], nearest rank; d is sorted in place.
+func percentile[T cmp.Ordered](d []T, p int) T {
+	var zero T
+	if len(d) == 0 {
+		return zero
+	}
+	slices.Sort(d)
+	return d[(len(d)-1)*p/100]
+}

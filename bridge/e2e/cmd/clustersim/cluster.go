@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"sync"
@@ -19,6 +20,10 @@ import (
 
 // simPool is the pool every simulated node sees all of.
 const simPool = "camera-shared"
+
+// settle bounds a wait for a store to show what it should, counted from
+// the last change it saw.
+const settle = 10 * time.Second
 
 // clusterOptions size the multi-node simulation.
 type clusterOptions struct {
@@ -69,15 +74,15 @@ type sim struct {
 	progress func(format string, args ...any)
 }
 
-// cluster runs the simulation: many nodes' stores share Instances through
-// the one API server, which is what a cluster's bridges do.
-func (b *bench) cluster(ctx context.Context, env *apitest.Env) error {
-	if b.o.sim.nodes == 0 {
+// simulate runs the simulation: many nodes' stores share Instances
+// through the one API server, which is what a cluster's bridges do.
+func simulate(ctx context.Context, o clusterOptions, env *apitest.Env, out io.Writer, progress func(string, ...any)) error {
+	if o.nodes == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // every store's informer
-	s := &sim{o: b.o.sim, env: env, progress: b.progress, res: clusterResult{o: b.o.sim}}
+	s := &sim{o: o, env: env, progress: progress, res: clusterResult{o: o}}
 	steps := []struct {
 		name string
 		run  func(context.Context) error
@@ -92,7 +97,7 @@ func (b *bench) cluster(ctx context.Context, env *apitest.Env) error {
 		}
 	}
 	s.res.took = time.Since(start)
-	printCluster(b.out, s.res)
+	printCluster(out, s.res)
 	return nil
 }
 
@@ -127,7 +132,7 @@ func startSimNode(ctx context.Context, cfg *rest.Config, namespace, name string)
 	ctx, stop := context.WithCancel(ctx)
 	n := &simNode{name: name, reqs: &requests{}, stop: stop}
 	cfg = rest.CopyConfig(cfg)
-	cfg.UserAgent = "cdi-bench/" + name
+	cfg.UserAgent = "cdi-clustersim/" + name
 	cfg.Wrap(n.reqs.wrap)
 	st, err := kube.StartConfig(ctx, cfg, namespace)
 	if err == nil {

@@ -1,9 +1,9 @@
 // Command demokubelet is the kubelet's side of the README demo: it serves
-// kubelet.sock in a device-plugin directory
-// (bridge/internal/testing/kubelettest), waits for a running cdi-bridge to
-// register, then makes one Instance-level and one Configuration-level
-// Allocate as the kubelet would when admitting a pod, and prints what the
-// container would get.
+// kubelet.sock in a device-plugin directory (as the tests' kubelettest
+// does, which it runs), waits for a running cdi-bridge to register, then
+// makes one Instance-level and one Configuration-level Allocate as the
+// kubelet would when admitting a pod, and prints what the container would
+// get.
 package main
 
 import (

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -24,13 +24,7 @@ type options struct {
 	raceRounds    int
 	raceNodes     []int
 	kube          bool // the parts that need a real API server
-	sim           clusterOptions
-	// only names the one part to run: "" for every part, onlyCluster for
-	// the cluster simulation alone (no binaries are built for it).
-	only string
 }
-
-const onlyCluster = "cluster"
 
 // bench is one run: where it writes and what it built.
 type bench struct {
@@ -57,9 +51,6 @@ func run(ctx context.Context, o options, out, log io.Writer) error {
 		return fmt.Errorf("temporary directory: %w", err)
 	}
 	defer os.RemoveAll(b.tmp)
-	if o.only == onlyCluster {
-		return b.clusterOnly(ctx, start)
-	}
 	b.bin = filepath.Join(b.tmp, "bin")
 	b.progress("building generic-tty, endpoint and cdi-bridge")
 	if err := build(ctx, b.root, b.bin); err != nil {
@@ -86,28 +77,6 @@ func run(ctx context.Context, o options, out, log io.Writer) error {
 		if err := b.races(ctx, env); err != nil {
 			return err
 		}
-		if err := b.cluster(ctx, env); err != nil {
-			return err
-		}
-	}
-	b.progress("done in %v", time.Since(start).Round(time.Second))
-	return nil
-}
-
-// clusterOnly starts the API server and runs the cluster simulation
-// alone.
-func (b *bench) clusterOnly(ctx context.Context, start time.Time) error {
-	env, err := b.api(ctx)
-	if err != nil || env == nil {
-		return err
-	}
-	defer func() {
-		if err := stopAPI(env); err != nil {
-			b.progress("%v", err)
-		}
-	}()
-	if err := b.cluster(ctx, env); err != nil {
-		return err
 	}
 	b.progress("done in %v", time.Since(start).Round(time.Second))
 	return nil

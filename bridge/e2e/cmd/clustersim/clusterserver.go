@@ -30,13 +30,31 @@ func (s *sim) memory() (memFigures, error) {
 	f := memFigures{heap: m.HeapInuse}
 	etcd, apiserver := s.env.PIDs()
 	var err error
-	if f.apiserver, _, _, err = status(apiserver); err != nil {
+	if f.apiserver, err = vmRSS(apiserver); err != nil {
 		return f, fmt.Errorf("kube-apiserver: %w", err)
 	}
-	if f.etcd, _, _, err = status(etcd); err != nil {
+	if f.etcd, err = vmRSS(etcd); err != nil {
 		return f, fmt.Errorf("etcd: %w", err)
 	}
 	return f, nil
+}
+
+// vmRSS reads VmRSS of pid, in bytes.
+func vmRSS(pid int) (int64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, fmt.Errorf("process status: %w", err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(v, "kB")), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("process status: VmRSS %q: %w", v, err)
+			}
+			return kb * 1024, nil
+		}
+	}
+	return 0, fmt.Errorf("process status of %d: no VmRSS", pid)
 }
 
 // cpuTimes are the CPU time, user and system, of the API server, etcd

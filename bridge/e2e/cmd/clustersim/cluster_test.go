@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -75,5 +77,24 @@ func TestRequests(t *testing.T) {
 	}
 	if d := got.sub(got); d != (requestCounts{}) {
 		t.Errorf("a snapshot less itself = %+v, want zero", d)
+	}
+}
+
+// TestRun runs the simulation small, so that it cannot rot. Without etcd
+// it says it skipped, unless CI is set.
+func TestRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd and a kube-apiserver")
+	}
+	var out bytes.Buffer
+	o := clusterOptions{nodes: 3, instances: 10, claims: 10, capacity: 4, inFlight: 4}
+	if err := run(t.Context(), o, &out, t.Output()); err != nil {
+		t.Fatalf("%v\noutput so far:\n%s", err, out.String())
+	}
+	if strings.Contains(out.String(), "SKIPPED") {
+		t.Skip(strings.TrimSpace(out.String()))
+	}
+	if !strings.Contains(out.String(), clusterTitle) {
+		t.Errorf("the output lacks %q:\n%s", clusterTitle, out.String())
 	}
 }

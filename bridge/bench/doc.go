@@ -1,0 +1,60 @@
+// Package bench holds the kubelet bridge's benchmarks, in its tests
+// alone. BenchmarkBridge measures, every figure against a floor measured
+// in the same run on the same machine:
+//
+//   - Allocate latency, from the kubelet side's gRPC call to its
+//     response, at the Instance level and the Configuration level,
+//     through a node.Node in this process (the cdi-bridge binary's own
+//     node, with the local store in a file) over real unix sockets and the
+//     real generic-tty plugin on the fixture host, against that plugin's
+//     ADD exec alone (same binary, drop-in, request-id and device):
+//     medians, p99 and what the bridge adds at the median, with the
+//     store's claim alone beside them, the part of that which is the
+//     store's;
+//   - propagation, for the same calls: from the response until the update
+//     reached every affected ListAndWatch stream (the device's
+//     Instance-level stream and the pool's);
+//   - start-up and memory of the cdi-bridge binary serving 200 endpoints
+//     (the endpoint plugin, probe off) of capacity 4, that is 201 device
+//     plugins: from the process start until every plugin is registered
+//     and has sent its complete list, then VmRSS and VmHWM from
+//     /proc/<pid>/status, against the same binary serving one endpoint;
+//   - the Kubernetes store (a real etcd and kube-apiserver, as
+//     bridge/internal/testing/apitest runs them for the tests): the same Allocate
+//     latencies against the local store's, its API writes per allocation,
+//     and the conflicts when three or four nodes race for the last slot.
+//
+// Each Allocate is undone before the next, untimed, by the node's own slot
+// reclaim (node.Reclaimer with no grace and a kubelet whose containers
+// hold nothing): DEL on the plugin, then the release in the store, as a
+// slot whose container is gone gets. The next call waits until every
+// stream lists everything free again. The kubelet side is this package's
+// own: like bridge/internal/testing/kubelettest, but it keeps when each list
+// arrived, which propagation and start-up are measured from.
+//
+// The Allocate subjects are measured interleaved, one call of each in
+// turn, so that a machine that slows down or speeds up during the run
+// shifts every row alike instead of biasing the ratios; the two bridge
+// sizes are started in turn for the same reason.
+//
+// `make bench` runs BenchmarkBridge after the plugins' bench, as
+//
+//	go test -run '^$' -bench '^BenchmarkBridge$' -benchtime 1x ./bridge/bench
+//
+// with -rounds, -devices, -capacity, -starts, -race-rounds and -kube to
+// size it (flags of the test binary: BENCH="-rounds 50" for make);
+// progress goes to stderr, the tables to stdout. Without etcd
+// (Debian's etcd-server) the kube store's parts are reported as skipped,
+// unless the CI environment variable is set, when the run fails. Then
+// BenchmarkAllocate/subject=<subject> times the same calls on the local
+// store, one subject after another, reporting the calls' own times
+// (ns/op, p50-ms, p99-ms) without the undo each iteration also runs;
+// benchstat -col /subject sets them against the ADD alone.
+//
+// Targets (the bridge adds at most 2 ms at the median; propagation under
+// 50 ms; up to 5,000 devices serving within 10 s in under 150 MB; one API
+// write per allocation) are judged in the tables' verdict columns, not by failing,
+// because a slow or noisy machine should not turn a measurement into a
+// failure. Two winners of one slot, an allocation left after every undo,
+// or any call that fails unexpectedly fails the benchmark.
+package bench
