@@ -27,7 +27,7 @@ help:
 	@echo "make prereqs        say which programs the tests need are missing, and how to get them"
 	@echo "make e2e            a real node (etcd, kube-apiserver, kubelet, containerd, runc) running pods with the bridge's devices (root)"
 	@echo "make kube-apiserver the kube-apiserver the Kubernetes tests run, into bin/ (a cold build takes minutes)"
-	@echo "make node-bins      the kubelet and containerd $(CONTAINERD_VERSION) the node test runs, into bin/"
+	@echo "make node-bins      the kubelet, kube-scheduler, kube-controller-manager and containerd $(CONTAINERD_VERSION) the node test runs, into bin/"
 	@echo "make lint           gofmt, go vet, staticcheck, and go.mod tidy in both modules"
 	@echo "make bench          benchmarks, printed as ratios against floors measured in the same run"
 	@echo "make demo           build, install into a temporary prefix and walk through the protocol"
@@ -89,6 +89,8 @@ prereqs:
 # nothing of it enters our go.mod files. CGO_ENABLED=0 and these tags are
 # what lets it build without C libraries (btrfs, devmapper, zfs headers).
 KUBELET            := $(CURDIR)/bin/kubelet
+KUBE_SCHEDULER     := $(CURDIR)/bin/kube-scheduler
+KUBE_CONTROLLER_MANAGER := $(CURDIR)/bin/kube-controller-manager
 CONTAINERD_BIN_DIR := $(CURDIR)/bin
 CONTAINERD_VERSION ?= v2.2.9
 CONTAINERD_CMDS    := containerd ctr containerd-shim-runc-v2
@@ -97,6 +99,11 @@ node-bins: tools
 	@echo "building $(KUBELET) from $(E2E) (minutes on a cold build cache)"
 	cd $(E2E) && $(GO) build -v -o $(KUBELET) ./cmd/kubelet 2>&1 | \
 		$(BUILDPROGRESS) -what kubelet -total $$($(GO) list -deps ./cmd/kubelet | wc -l)
+	@# The scheduler binds the DaemonSet's pod, which the controller-manager
+	@# makes; both share most packages with the two above (seconds to a
+	@# minute more).
+	cd $(E2E) && $(GO) build -v -o $(CURDIR)/bin/ ./cmd/kube-scheduler ./cmd/kube-controller-manager 2>&1 | \
+		$(BUILDPROGRESS) -what "kube-scheduler and kube-controller-manager" -total $$($(GO) list -deps ./cmd/kube-scheduler ./cmd/kube-controller-manager | wc -l)
 	@echo "installing containerd $(CONTAINERD_VERSION) ($(CONTAINERD_CMDS)) into $(CONTAINERD_BIN_DIR) (minutes on a cold build cache)"
 	GOBIN=$(CONTAINERD_BIN_DIR) CGO_ENABLED=0 $(GO) install -tags no_btrfs,no_devmapper,no_zfs \
 		$(foreach c,$(CONTAINERD_CMDS),github.com/containerd/containerd/v2/cmd/$(c)@$(CONTAINERD_VERSION))
@@ -106,6 +113,7 @@ node-bins: tools
 # with the race detector, the plugins, the pods' image) happen first.
 e2e: kube-apiserver node-bins
 	cd $(E2E) && KUBE_APISERVER=$(KUBE_APISERVER) KUBELET=$(KUBELET) CONTAINERD_BIN_DIR=$(CONTAINERD_BIN_DIR) \
+		KUBE_SCHEDULER=$(KUBE_SCHEDULER) KUBE_CONTROLLER_MANAGER=$(KUBE_CONTROLLER_MANAGER) \
 		$(GO) test -race -count=1 -timeout=20m -json ./node | $(TESTSUMMARY) -v $(if $(TALLY),-tally $(TALLY))
 
 # bridge/e2e/node is left to the e2e target, which builds what it runs.
