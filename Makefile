@@ -26,9 +26,10 @@ help:
 	@echo "                    then make e2e, each run summarised by gotestsum; ends with the skipped tests and why,"
 	@echo "                    and one line counting every run's tests, failed and skipped"
 	@echo "make prereqs        say which programs the tests need are missing, and how to get them"
-	@echo "make e2e            a real node (etcd, kube-apiserver, kubelet, containerd, runc) running pods with the bridge's devices (root)"
+	@echo "make e2e            a real node (etcd, kube-apiserver, kubelet, scheduler, controller-manager, containerd, runc):"
+	@echo "                    the shipped DaemonSet as a pod, and pods getting the bridge's devices (root)"
 	@echo "make kube-apiserver the kube-apiserver the Kubernetes tests run, into bin/ (a cold build takes minutes)"
-	@echo "make node-bins      the kubelet and containerd $(CONTAINERD_VERSION) the node test runs, into bin/"
+	@echo "make node-bins      the kubelet, kube-scheduler, kube-controller-manager and containerd $(CONTAINERD_VERSION) the node test runs, into bin/"
 	@echo "make lint           gofmt, go vet, staticcheck, and go.mod tidy in both modules"
 	@echo "make bench          benchmarks: the plugins', the bridge's (go test -bench, benchstat) and the cluster"
 	@echo "                    simulation; tables of ratios against floors measured in the same run"
@@ -101,6 +102,8 @@ prereqs:
 # nothing of it enters our go.mod files. CGO_ENABLED=0 and these tags are
 # what lets it build without C libraries (btrfs, devmapper, zfs headers).
 KUBELET            := $(CURDIR)/bin/kubelet
+KUBE_SCHEDULER     := $(CURDIR)/bin/kube-scheduler
+KUBE_CONTROLLER_MANAGER := $(CURDIR)/bin/kube-controller-manager
 CONTAINERD_BIN_DIR := $(CURDIR)/bin
 CONTAINERD_VERSION ?= v2.2.9
 CONTAINERD_CMDS    := containerd ctr containerd-shim-runc-v2
@@ -110,6 +113,11 @@ node-bins:
 	@echo "building $(KUBELET) from $(E2E) (minutes on a cold build cache)"
 	@SECONDS=0; cd $(E2E) && $(GO) build -v -o $(KUBELET) ./cmd/kubelet 2>&1 | $(THIN) && \
 		echo "built $(KUBELET) in $${SECONDS}s"
+	@# The scheduler binds the DaemonSet's pod, which the controller-manager
+	@# makes; both share most packages with the two above.
+	@echo "building kube-scheduler and kube-controller-manager from $(E2E)"
+	@SECONDS=0; cd $(E2E) && $(GO) build -v -o $(CURDIR)/bin/ ./cmd/kube-scheduler ./cmd/kube-controller-manager 2>&1 | $(THIN) && \
+		echo "built $(KUBE_SCHEDULER) and $(KUBE_CONTROLLER_MANAGER) in $${SECONDS}s"
 	@echo "installing containerd $(CONTAINERD_VERSION) ($(CONTAINERD_CMDS)) into $(CONTAINERD_BIN_DIR) (minutes on a cold build cache)"
 	GOBIN=$(CONTAINERD_BIN_DIR) CGO_ENABLED=0 $(GO) install -tags no_btrfs,no_devmapper,no_zfs \
 		$(foreach c,$(CONTAINERD_CMDS),github.com/containerd/containerd/v2/cmd/$(c)@$(CONTAINERD_VERSION))
@@ -119,6 +127,7 @@ node-bins:
 # with the race detector, the plugins, the pods' image) happen first.
 e2e: kube-apiserver node-bins
 	cd $(E2E) && KUBE_APISERVER=$(KUBE_APISERVER) KUBELET=$(KUBELET) CONTAINERD_BIN_DIR=$(CONTAINERD_BIN_DIR) \
+		KUBE_SCHEDULER=$(KUBE_SCHEDULER) KUBE_CONTROLLER_MANAGER=$(KUBE_CONTROLLER_MANAGER) \
 		$(GO) run $(GOTESTSUM) --format standard-verbose $(if $(TESTJSON),--jsonfile $(TESTJSON)/node.json) \
 		--raw-command -- $(GO) test -json -race -count=1 -timeout=20m ./node
 

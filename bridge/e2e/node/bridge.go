@@ -81,16 +81,21 @@ func WriteDropIns(dir, stateDir string) ([]DropIn, error) {
 	}
 	ds := dropIns(stateDir, reserved)
 	for _, d := range ds {
-		doc := map[string]any{"cdiVersion": "0.1.0", "name": "node test: " + d.Pool(), "type": d.Type, "plugin": d.Plugin, "args": d.Args}
-		data, err := json.MarshalIndent(doc, "", "  ")
-		if err != nil {
-			return nil, err
-		}
-		if err := writeFile(filepath.Join(dir, d.Type+".d", d.ID+".conf"), string(data)); err != nil {
+		if err := d.Write(dir); err != nil {
 			return nil, err
 		}
 	}
 	return ds, nil
+}
+
+// Write writes the drop-in under dir.
+func (d DropIn) Write(dir string) error {
+	doc := map[string]any{"cdiVersion": "0.1.0", "name": "node test: " + d.Pool(), "type": d.Type, "plugin": d.Plugin, "args": d.Args}
+	data, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFile(filepath.Join(dir, d.Type+".d", d.ID+".conf"), string(data))
 }
 
 // ttyReserve returns the num_system_reserved that leaves the

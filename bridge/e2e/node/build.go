@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 )
 
@@ -17,19 +18,22 @@ const (
 
 // buildArtifacts builds into bin what the node runs besides the
 // Makefile's programs: cdi-bridge (with the race detector, as the other
-// bridge tests run it), the plugins the drop-ins name, and podcheck with
-// the image around it. It returns the main module's directory.
-func buildArtifacts(bin string) (string, error) {
-	repo, err := moduleDir(mainModule)
-	if err != nil {
-		return "", err
+// bridge tests run it), the plugins the drop-ins name, podcheck with the
+// image around it, and the bridge's own image. It returns the main
+// module's directory and the bridge image's names.
+func buildArtifacts(bin string) (repo string, bridgeImage []string, err error) {
+	if repo, err = moduleDir(mainModule); err != nil {
+		return "", nil, err
 	}
 	e2e, err := moduleDir(e2eModule)
 	if err != nil {
-		return "", err
+		return "", nil, err
+	}
+	if bridgeImage, err = buildBridgeImage(repo, filepath.Join(bin, bridgeImageTar)); err != nil {
+		return "", nil, err
 	}
 	if err := goBuild(repo, nil, "-race", "-o", bin+"/", "./bridge/cmd/cdi-bridge"); err != nil {
-		return "", err
+		return "", nil, err
 	}
 	// Static, as `make build` builds them.
 	plugins := []string{"-o", bin + "/"}
@@ -37,13 +41,38 @@ func buildArtifacts(bin string) (string, error) {
 		plugins = append(plugins, "./plugins/"+d.Plugin)
 	}
 	if err := goBuild(repo, []string{"CGO_ENABLED=0"}, plugins...); err != nil {
-		return "", err
+		return "", nil, err
 	}
 	podcheck := filepath.Join(bin, "podcheck")
 	if err := goBuild(e2e, []string{"CGO_ENABLED=0"}, "-o", podcheck, "./node/internal/podcheck"); err != nil {
-		return "", err
+		return "", nil, err
 	}
-	return repo, writeImage(podcheck, filepath.Join(bin, imageTar))
+	return repo, bridgeImage, writeImage(podcheck, filepath.Join(bin, imageTar))
+}
+
+// bridgeImageTar is the bridge's image, as `make image` builds it.
+const bridgeImageTar = "cdi-bridge-image.tar"
+
+// buildBridgeImage builds the bridge's image for this machine's
+// architecture, as `make image ARCHES=<arch>` does, into out, and returns
+// its names: the manifests' cdi-bridge:dev, then the same repository
+// tagged with the build's version.
+func buildBridgeImage(repo, out string) ([]string, error) {
+	cmd := exec.Command("go", "run", "./bridge/deploy/image", "-o", out, "-tag", bridgeImageName, "-arch", runtime.GOARCH)
+	cmd.Dir = repo
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdout, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("building the bridge's image: %w\n%s", err, stderr.String())
+	}
+	// It prints the tarball, the index digest, then the names, as
+	// containerd has them: docker.io/library/cdi-bridge:dev.
+	fields := strings.Fields(string(stdout))
+	if len(fields) != 4 || !strings.HasSuffix(fields[2], "/"+bridgeImageName) {
+		return nil, fmt.Errorf("building the bridge's image: want %s and a version tag, got %q", bridgeImageName, stdout)
+	}
+	return fields[2:], nil
 }
 
 // moduleDir is the directory of a module in this module's build list.

@@ -51,7 +51,7 @@ func StartCluster(t testing.TB, l Layout, node string) *Cluster {
 	t.Helper()
 	nodeUser := "system:node:" + node
 	// apitest's logs go with the node's, kept when the test fails.
-	dir := l.Path("logs", "apiserver")
+	dir := filepath.Join(l.Logs(), "apiserver")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -89,23 +89,13 @@ func StartCluster(t testing.TB, l Layout, node string) *Cluster {
 	return c
 }
 
-// kustomization is what applyDeploy reads of kustomization.yaml.
-type kustomization struct {
-	Namespace string   `json:"namespace"`
-	Resources []string `json:"resources"`
-}
-
 // applyDeploy creates the objects of the kustomization in dir as `kubectl
-// apply -k` would, but for the DaemonSet (the bridge runs as a process
-// here; doc.go says why), and returns the ServiceAccount's name.
+// apply -k` would, but for the DaemonSet (createDaemonSet creates it where
+// the bridge runs as a pod), and returns the ServiceAccount's name.
 func (c *Cluster) applyDeploy(ctx context.Context, dir string) (account string, err error) {
-	data, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+	k, err := readKustomization(dir)
 	if err != nil {
 		return "", err
-	}
-	var k kustomization
-	if err := yaml.Unmarshal(data, &k); err != nil {
-		return "", fmt.Errorf("kustomization.yaml: %w", err)
 	}
 	c.Namespace = k.Namespace
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(c.Client.Discovery()))

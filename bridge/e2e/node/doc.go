@@ -7,11 +7,31 @@
 // Node authorizer and the NodeRestriction admission plugin), containerd 2
 // with runc, and a kubelet, all built from their published sources (`make
 // node-bins`, `make kube-apiserver`; `make e2e` builds them and runs this
-// test, naming them in KUBE_APISERVER, KUBELET and CONTAINERD_BIN_DIR).
-// There is no scheduler and no controller-manager: pods name their node,
-// and the default ServiceAccount is made by the test. Without root the
-// test skips; with the CI environment variable set, a missing program
-// fails it.
+// test, naming them in KUBE_APISERVER, KUBELET, KUBE_SCHEDULER,
+// KUBE_CONTROLLER_MANAGER and CONTAINERD_BIN_DIR). Without root the test
+// skips; with the CI environment variable set, a missing program fails it.
+//
+// Two tests each run a node of their own, one after the other in the same
+// namespaces:
+//
+//   - TestNode runs cdi-bridge as a process with the test's drop-ins
+//     ("The bridge" below), and pods that name their node: no scheduler,
+//     no controller-manager, the default ServiceAccount made by the test.
+//     It covers reclaim and restarts of the kubelet and the bridge.
+//   - TestDaemonSet installs the bridge as an operator does: the project's
+//     image (bridge/deploy/image, for this machine's architecture) imported
+//     into containerd, the shipped DaemonSet created, its pod made by
+//     kube-controller-manager's DaemonSet controller and bound by
+//     kube-scheduler. It changes the DaemonSet only where this node is not
+//     a cluster: no pod network and no kube-proxy, so the pod uses the
+//     host's network and names the API server by its address
+//     (daemonSetOnTestNode). The pod's host paths /opt/cdi, /etc/cdi,
+//     /var/lib/cdi, /var/run/cdi and /var/lib/kubelet are directories of
+//     the test's own. It checks what the init step installed, that the
+//     bridge runs with no capabilities and a read-only /dev and /sys, that
+//     the default install offers no terminal and no camera, that a
+//     workload gets a terminal once a drop-in offers one, and a rolling
+//     update of the DaemonSet under that workload.
 //
 // # Namespaces
 //
@@ -43,16 +63,13 @@
 //
 // # The bridge
 //
-// cdi-bridge runs as a process in the node's namespaces with the flags of
-// bridge/deploy/daemonset.yaml, not as the DaemonSet's pod: a pod would
-// need the controller-manager to create it (there is none), in-cluster
-// service routing to reach the API server (no kube-proxy, no Service
-// network) and the image loaded. What the DaemonSet pod adds over the
-// process (hostPath mounts, no capabilities) is covered by bridge/deploy's
-// tests. The bridge's identity is the manifests' own: the cdi-bridge
-// ServiceAccount with bridge/deploy/rbac.yaml applied unchanged (as
-// kustomize renders it), authenticating with a token the API server issues
-// for that ServiceAccount, so the test proves the shipped RBAC suffices.
+// In TestNode, cdi-bridge runs as a process in the node's namespaces with
+// the flags of bridge/deploy/daemonset.yaml, and quick reclaim. Its
+// identity is the manifests' own: the cdi-bridge ServiceAccount with
+// bridge/deploy/rbac.yaml applied unchanged (as kustomize renders it),
+// authenticating with a token the API server issues for that
+// ServiceAccount, so the test proves the shipped RBAC suffices. In
+// TestDaemonSet the pod's projected token is that identity.
 //
 // Its drop-ins are made by the test: generic-tty over this machine's real
 // /dev/ttyN (a few of the highest-numbered ones) and endpoint with two
@@ -60,10 +77,12 @@
 //
 // # Images
 //
-// One static program, internal/podcheck, is the whole image, built and
-// imported with ctr: it is the sandbox ("pause") image and every pod's
-// workload, which writes what it sees (device nodes under /dev, the
-// environment) to a host directory.
+// One static program, internal/podcheck, is the whole image of the test's
+// pods, built and imported with ctr: it is the sandbox ("pause") image and
+// every pod's workload, which writes what it sees (device nodes under
+// /dev, the environment) to a host directory. TestDaemonSet imports the
+// bridge's image as well, under both its names: the manifests' and the
+// build's version tag, to which the rolling update moves.
 //
 // # Checks
 //

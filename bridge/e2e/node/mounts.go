@@ -65,15 +65,7 @@ func Enter(l Layout) (note string, err error) {
 // privatize overlays dir with an upper directory under Root, or, where
 // overlayfs is unavailable, mounts an empty private directory over it.
 func privatize(l Layout, dir string) (note string, err error) {
-	base := l.Path("overlay", strings.ReplaceAll(strings.Trim(dir, "/"), "/", "-"))
-	upper, work := filepath.Join(base, "upper"), filepath.Join(base, "work")
-	for _, d := range []string{upper, work} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return "", err
-		}
-	}
-	opts := "lowerdir=" + dir + ",upperdir=" + upper + ",workdir=" + work
-	overlayErr := syscall.Mount("overlay", dir, "overlay", 0, opts)
+	upper, overlayErr := overlay(l, dir)
 	if overlayErr == nil {
 		return "", nil
 	}
@@ -81,6 +73,21 @@ func privatize(l Layout, dir string) (note string, err error) {
 		return "", fmt.Errorf("overlay on %s: %w; and then %w", dir, overlayErr, err)
 	}
 	return fmt.Sprintf("overlayfs unavailable (%v): the node's %v are empty private directories", overlayErr, privateDirs), nil
+}
+
+// overlay mounts an overlay on dir whose upper directory, which it
+// returns, is under Root: the node reads dir's files and writes its own
+// beside them, in the test's directory.
+func overlay(l Layout, dir string) (upper string, err error) {
+	base := l.Path("overlay", strings.ReplaceAll(strings.Trim(dir, "/"), "/", "-"))
+	upper, work := filepath.Join(base, "upper"), filepath.Join(base, "work")
+	for _, d := range []string{upper, work} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return upper, err
+		}
+	}
+	opts := "lowerdir=" + dir + ",upperdir=" + upper + ",workdir=" + work
+	return upper, syscall.Mount("overlay", dir, "overlay", 0, opts)
 }
 
 // bindDir bind-mounts src over dst, making either if need be. A dst

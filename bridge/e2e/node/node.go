@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -22,15 +23,22 @@ const Name = "e2e-node"
 const resourcesWait = time.Minute
 
 // Node is a running node: its control plane, containerd, the kubelet and
-// cdi-bridge.
+// cdi-bridge, as a process (StartNode) or as the DaemonSet's pod
+// (StartDaemonSetNode).
 type Node struct {
-	Layout       Layout
-	Cluster      *Cluster
-	Containerd   *Containerd
-	Kubelet      *Proc
-	Bridge       *Proc
-	ConfDir      string
-	DropIns      []DropIn
+	Layout     Layout
+	Cluster    *Cluster
+	Containerd *Containerd
+	Kubelet    *Proc
+	// Bridge is the bridge's process; nil when it runs as a pod.
+	Bridge *Proc
+	// ConfDir holds the bridge's drop-ins, PluginDir the plugins it runs.
+	ConfDir, PluginDir string
+	DropIns            []DropIn
+	// Offered is how many Instances the pool of each drop-in type must
+	// have; Baseline what the Node offered before the test's drop-ins.
+	Offered      map[string]int
+	Baseline     map[string]int64
 	PodResources podresourcesv1.PodResourcesListerClient
 }
 
@@ -39,17 +47,28 @@ type Node struct {
 // test's pods first, while the kubelet is there to stop them.
 func StartNode(t *testing.T, l Layout) *Node {
 	t.Helper()
-	n := &Node{Layout: l, ConfDir: l.Path("cdi-conf")}
+	n := &Node{Layout: l, ConfDir: l.Path("cdi-conf"), PluginDir: l.Bin,
+		Offered: map[string]int{"tty": ttysOffered, "camera": len(cameras)}}
 	timed(t, "etcd and kube-apiserver", func() { n.Cluster = StartCluster(t, l, Name) })
-	timed(t, "containerd", func() { n.Containerd = StartContainerd(t, l) })
-	timed(t, "kubelet (to Node Ready)", func() {
-		n.Kubelet = StartKubelet(t, l, n.Cluster.Client, Name, n.Cluster.NodeKubeconfig)
-	})
+	n.startKubelet(t)
 	var err error
 	if n.DropIns, err = WriteDropIns(n.ConfDir, l.Path("cdi-state")); err != nil {
 		t.Fatal(err)
 	}
 	timed(t, "cdi-bridge (to ready)", func() { n.Bridge = StartBridge(t, l, n.Cluster, Name, n.ConfDir) })
+	timed(t, "the bridge's resources in the Node's allocatable", func() { n.waitResources(t) })
+	return n
+}
+
+// startKubelet starts containerd and the kubelet, connects to the
+// kubelet's PodResources API, and has the test's pods deleted when the
+// test ends.
+func (n *Node) startKubelet(t *testing.T) {
+	t.Helper()
+	timed(t, "containerd", func() { n.Containerd = StartContainerd(t, n.Layout) })
+	timed(t, "kubelet (to Node Ready)", func() {
+		n.Kubelet = StartKubelet(t, n.Layout, n.Cluster.Client, Name, n.Cluster.NodeKubeconfig)
+	})
 	pr, conn, err := dialPodResources()
 	if err != nil {
 		t.Fatal(err)
@@ -57,8 +76,6 @@ func StartNode(t *testing.T, l Layout) *Node {
 	t.Cleanup(func() { conn.Close() })
 	n.PodResources = pr
 	t.Cleanup(func() { n.deleteAllPods(t) })
-	timed(t, "the bridge's resources in the Node's allocatable", func() { n.waitResources(t) })
-	return n
 }
 
 // timed runs step and logs how long it took.
@@ -91,11 +108,15 @@ func (n *Node) Instances(t testing.TB, typ string) []Instance {
 }
 
 // wantAllocatable is what the Node must offer once the bridge published
-// its discovery: each pool one virtual device per Instance with a free
-// slot (all of them, before any pod), each Instance its slots.
+// its discovery: the baseline, and each pool one virtual device per
+// Instance with a free slot (all of them, before any pod), each Instance
+// its slots.
 func (n *Node) wantAllocatable(t testing.TB) (map[string]int64, error) {
-	want := map[string]int64{}
-	for typ, count := range map[string]int{"tty": ttysOffered, "camera": len(cameras)} {
+	want := maps.Clone(n.Baseline)
+	if want == nil {
+		want = map[string]int64{}
+	}
+	for typ, count := range n.Offered {
 		insts := n.Instances(t, typ)
 		if len(insts) != count {
 			return nil, fmt.Errorf("%d Instances of pool %s, want %d", len(insts), n.Pool(typ), count)

@@ -127,7 +127,7 @@ func (n *Node) podSlots(ctx context.Context, name string, resources map[string]i
 // ADDs returned for its slots.
 func (n *Node) checkReport(t testing.TB, pod *Pod) {
 	t.Helper()
-	allocs, err := pluginAllocations(t.Context(), n.ConfDir, n.Layout.Bin)
+	allocs, err := pluginAllocations(t.Context(), n.ConfDir, n.PluginDir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -35,7 +36,7 @@ type Proc struct {
 // end of its log printed if the test failed.
 func StartProc(t testing.TB, l Layout, name string, env []string, argv ...string) *Proc {
 	t.Helper()
-	p := &Proc{Name: name, LogPath: l.Path("logs", name+".log"), argv: argv, env: env}
+	p := &Proc{Name: name, LogPath: filepath.Join(l.Logs(), name+".log"), argv: argv, env: env}
 	if err := os.MkdirAll(l.Logs(), 0o755); err != nil {
 		t.Fatal(err)
 	}

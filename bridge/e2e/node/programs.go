@@ -22,15 +22,17 @@ var ErrNotRoot = fmt.Errorf("%w: it needs root", ErrUnavailable)
 // among them loopback, the one the node's network configuration names.
 const cniBinDir = "/usr/lib/cni"
 
-// Programs are the node's programs. The first three are built by the
+// Programs are the node's programs. The first five are built by the
 // Makefile (`make e2e`) and named by environment variables; the others
 // come from Debian's packages.
 type Programs struct {
-	APIServer     string // $KUBE_APISERVER
-	Kubelet       string // $KUBELET
-	ContainerdDir string // $CONTAINERD_BIN_DIR: containerd, ctr, containerd-shim-runc-v2
-	Etcd, Runc    string // etcd-server, runc
-	IP            string // iproute2
+	APIServer         string // $KUBE_APISERVER
+	Kubelet           string // $KUBELET
+	Scheduler         string // $KUBE_SCHEDULER
+	ControllerManager string // $KUBE_CONTROLLER_MANAGER
+	ContainerdDir     string // $CONTAINERD_BIN_DIR: containerd, ctr, containerd-shim-runc-v2
+	Etcd, Runc        string // etcd-server, runc
+	IP                string // iproute2
 }
 
 // Ctr is containerd's command-line client.
@@ -61,6 +63,8 @@ func FindPrograms() (Programs, error) {
 	}
 	fromEnv(&p.APIServer, "KUBE_APISERVER", "kube-apiserver binary", "")
 	fromEnv(&p.Kubelet, "KUBELET", "kubelet binary", "")
+	fromEnv(&p.Scheduler, "KUBE_SCHEDULER", "kube-scheduler binary", "")
+	fromEnv(&p.ControllerManager, "KUBE_CONTROLLER_MANAGER", "kube-controller-manager binary", "")
 	fromEnv(&p.ContainerdDir, "CONTAINERD_BIN_DIR", "directory of containerd, ctr and containerd-shim-runc-v2",
 		"containerd", "ctr", "containerd-shim-runc-v2")
 	onPath := func(dst *string, name, pkg string) {

@@ -27,10 +27,17 @@ type Layout struct {
 	Bin string
 	// Repo is the main module's directory (bridge/deploy's manifests).
 	Repo string
+	// BridgeImage are the names of the bridge's image in Bin: the
+	// manifests' one first, then its version tag.
+	BridgeImage []string
 	// CgroupRoot is the kubelet's cgroupRoot, e.g. /cdi-node-e2e-1234,
 	// made in every hierarchy by the outer process.
 	CgroupRoot string
 	Programs   Programs
+	// LogDir, when set, is where the programs' logs go instead of
+	// Root/logs: a node of its own (Sub) logs under the outer one's
+	// logs, which are kept when the test fails.
+	LogDir string
 }
 
 // Path is a path under Root.
@@ -39,7 +46,21 @@ func (l Layout) Path(elem ...string) string {
 }
 
 // Logs is where every program's log goes.
-func (l Layout) Logs() string { return l.Path("logs") }
+func (l Layout) Logs() string {
+	if l.LogDir != "" {
+		return l.LogDir
+	}
+	return l.Path("logs")
+}
+
+// Sub is the layout of a second node in the same namespaces, after the
+// first has stopped: its files under Root/name, its logs under
+// Logs()/name.
+func (l Layout) Sub(name string) Layout {
+	s := l
+	s.Root, s.LogDir = l.Path(name), filepath.Join(l.Logs(), name)
+	return s
+}
 
 // InsideLayout returns the Layout when this process is the re-executed
 // one, in the namespaces.
@@ -76,7 +97,7 @@ func runOutside(progs Programs) (code int, err error) {
 	}
 	defer func() { err = errors.Join(err, removeRoot(l, code != 0 || err != nil)) }()
 	l.Bin = l.Path("bin")
-	if l.Repo, err = buildArtifacts(l.Bin); err != nil {
+	if l.Repo, l.BridgeImage, err = buildArtifacts(l.Bin); err != nil {
 		return 0, err
 	}
 	cgroups, err := makeCgroupRoot(l.CgroupRoot)
