@@ -67,7 +67,11 @@ func (in *installer) withdraw(w withdrawal, record map[string]bool) error {
 	if err != nil {
 		return err
 	}
-	if !same || !slices.Contains(w.sums, sum) {
+	if !same {
+		fmt.Fprintf(in.log, "kept %s: it changed while being checked\n", dst)
+		return nil
+	}
+	if !slices.Contains(w.sums, sum) {
 		fmt.Fprintf(in.log, "kept %s: no longer a default, but edited here, so the operator's; it offers %s\n", dst, w.offers)
 		return nil
 	}
