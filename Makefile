@@ -21,7 +21,8 @@ all: build
 
 help:
 	@echo "make build          plugins and tools into bin/ ($(PLUGINS) $(TOOLS))"
-	@echo "make install        plugins to DESTDIR$(PLUGINDIR), drop-ins to DESTDIR$(CONFDIR), tools to DESTDIR$(PREFIX)/bin"
+	@echo "make install        plugins to DESTDIR$(PLUGINDIR), the safe default drop-ins (conf.d/node-defaults.list:"
+	@echo "                    GPUs, serial, video, sound) to DESTDIR$(CONFDIR), tools to DESTDIR$(PREFIX)/bin"
 	@echo "make test           prerequisites checked, vet, every test with the race detector (main module, then $(E2E)),"
 	@echo "                    then make e2e, each run summarised by gotestsum; ends with the skipped tests and why,"
 	@echo "                    and one line counting every run's tests, failed and skipped"
@@ -49,12 +50,14 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-s -buildvcs=auto -o bin/ $(addprefix ./plugins/,$(PLUGINS))
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-s -buildvcs=auto -o bin/ ./spec/cmd/cditool ./bridge/cmd/cdi-bridge
 
+# Only the drop-ins conf.d/node-defaults.list names, as in the image: the
+# others are examples (the host's virtual consoles, example cameras).
 # Drop-ins an operator already has are left alone: they are configuration.
 install: build
 	install -d $(DESTDIR)$(PLUGINDIR) $(DESTDIR)$(CONFDIR) $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(addprefix bin/,$(PLUGINS)) $(DESTDIR)$(PLUGINDIR)/
 	install -m 0755 $(addprefix bin/,$(TOOLS)) $(DESTDIR)$(PREFIX)/bin/
-	@cd conf.d && for f in */*.conf; do \
+	@cd conf.d && for f in $$(sed -e 's/#.*//' node-defaults.list); do \
 		dst="$(DESTDIR)$(CONFDIR)/$$f"; \
 		if [ -e "$$dst" ]; then echo "keeping existing $$dst"; \
 		else install -D -m 0644 "$$f" "$$dst" && echo "installed $$dst"; fi; \

@@ -22,6 +22,10 @@ show() { printf '$ %s\n' "$*"; "$@"; }
 step "install into $prefix"
 make --no-print-directory install DESTDIR="$prefix" PREFIX=/usr >/dev/null
 plugins=$prefix/opt/cdi/bin conf=$prefix/etc/cdi state=$prefix/var/lib/cdi
+# The virtual consoles' drop-in is opt-in on a node (a pod given one could
+# write to the host's console), so make install leaves it out; the demo's
+# terminals are the fixture host's, and it adds it.
+install -D -m 0644 conf.d/tty.d/generic.conf "$conf/tty.d/generic.conf"
 # The installed drop-ins say root "/" and stateDir /var/lib/cdi, right for a
 # real node; the demo points them at the fixture and the temporary prefix.
 for f in "$conf"/*.d/*.conf; do

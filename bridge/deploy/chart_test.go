@@ -192,9 +192,24 @@ func testOtherValues(t *testing.T, objs []*unstructured.Unstructured) {
 	}
 }
 
-// testChartDropIns lays the ConfigMap out as the DaemonSet's volume does,
-// at /etc/cdi-chart in the bridge, and loads it as the bridge would.
+// testChartDropIns checks that otherValues' drop-ins load as the bridge
+// would load them.
 func testChartDropIns(t *testing.T, objs []*unstructured.Unstructured, pod *podSpec) {
+	confs, err := invoke.LoadAll(chartDropIns(t, objs, pod))
+	var got []string
+	for _, c := range confs {
+		got = append(got, c.Type+"/"+c.Name)
+	}
+	if err != nil || !slices.Equal(got, []string{"camera/lab", "tty/console"}) {
+		t.Errorf("the chart's drop-ins load as %v, %v; want camera/lab and tty/console", got, err)
+	}
+}
+
+// chartDropIns lays the ConfigMap out in a new directory as the
+// DaemonSet's volume does, at /etc/cdi-chart in the bridge, and returns
+// the directory.
+func chartDropIns(t *testing.T, objs []*unstructured.Unstructured, pod *podSpec) string {
+	t.Helper()
 	cm := only(t, objs, "ConfigMap")
 	data, _, _ := unstructured.NestedStringMap(cm.Object, "data")
 	dir := t.TempDir()
@@ -216,12 +231,5 @@ func testChartDropIns(t *testing.T, objs []*unstructured.Unstructured, pod *podS
 			}
 		}
 	}
-	confs, err := invoke.LoadAll(dir)
-	var got []string
-	for _, c := range confs {
-		got = append(got, c.Type+"/"+c.Name)
-	}
-	if err != nil || !slices.Equal(got, []string{"camera/lab", "tty/console"}) {
-		t.Errorf("the chart's drop-ins load as %v, %v; want camera/lab and tty/console", got, err)
-	}
+	return dir
 }

@@ -9,8 +9,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
+
+	"github.com/cdiexec/cdi/bridge/deploy/internal/nodedefaults"
 )
 
 // imageLayout reads where the image builder (image/build.go) puts things:
@@ -43,8 +44,9 @@ func imageLayout(t *testing.T) map[string]string {
 
 // TestInstallStep runs the init container's command line, its paths
 // moved under a temporary root laid out as the image is, twice: it must
-// copy the plugins and the repository's default drop-ins to where the
-// bridge container's host paths are.
+// copy the plugins and the repository's default drop-ins (those of
+// conf.d/node-defaults.list) to where the bridge container's host paths
+// are.
 func TestInstallStep(t *testing.T) {
 	_, objs := mustRender(t)
 	pod := &decodeDaemonSet(t, objs).Spec.Template.Spec
@@ -70,7 +72,7 @@ func TestInstallStep(t *testing.T) {
 	}
 	root := t.TempDir()
 	copyFile(t, binPath("endpoint"), filepath.Join(root, layout["pluginDir"], "endpoint"), 0o755)
-	dropIns := copyTree(t, "../../conf.d", filepath.Join(root, layout["dropInDir"]))
+	dropIns := copyDefaults(t, "../../conf.d", filepath.Join(root, layout["dropInDir"]))
 	args := make([]string, 0, len(install.Command)-1)
 	for name, v := range f {
 		args = append(args, "--"+name+"="+filepath.Join(root, v))
@@ -105,24 +107,17 @@ func copyFile(t *testing.T, src, dst string, mode fs.FileMode) {
 	}
 }
 
-// copyTree copies the *.conf files under src to dst and returns their
-// paths relative to both.
-func copyTree(t *testing.T, src, dst string) []string {
+// copyDefaults copies the drop-ins of src that its node-defaults.list
+// names, as the image carries them, to dst and returns their paths
+// relative to both.
+func copyDefaults(t *testing.T, src, dst string) []string {
 	t.Helper()
-	var rels []string
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".conf") {
-			return err
-		}
-		rel, err := filepath.Rel(src, p)
-		if err == nil {
-			copyFile(t, p, filepath.Join(dst, rel), 0o644)
-			rels = append(rels, rel)
-		}
-		return err
-	})
+	rels, err := nodedefaults.Read(src)
 	if err != nil || len(rels) == 0 {
 		t.Fatalf("default drop-ins in %s: %v, %d found", src, err, len(rels))
+	}
+	for _, rel := range rels {
+		copyFile(t, filepath.Join(src, filepath.FromSlash(rel)), filepath.Join(dst, filepath.FromSlash(rel)), 0o644)
 	}
 	return rels
 }

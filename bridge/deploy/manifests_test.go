@@ -21,7 +21,8 @@ var binDir string
 
 func TestMain(m *testing.M) {
 	exectest.MainDir(m, &binDir, "github.com/cdiexec/cdi/bridge/cmd/cdi-bridge",
-		"github.com/cdiexec/cdi/bridge/deploy/cdi-install", "github.com/cdiexec/cdi/plugins/endpoint")
+		"github.com/cdiexec/cdi/bridge/deploy/cdi-install", "github.com/cdiexec/cdi/plugins/endpoint",
+		"github.com/cdiexec/cdi/plugins/generic-tty")
 }
 
 // The parts of a DaemonSet the tests look at, decoded from the rendered

@@ -74,7 +74,8 @@ func (in *installer) plugins() error {
 }
 
 // dropIns installs each default drop-in the host has neither now nor had
-// before, and records every one it has.
+// before, and records every one it has; then it removes the defaults of
+// earlier releases that this one withdrew, where they are unchanged.
 func (in *installer) dropIns() error {
 	recordPath := filepath.Join(in.dropInsTo, recordName)
 	record, err := readRecord(recordPath)
@@ -82,6 +83,7 @@ func (in *installer) dropIns() error {
 		return err
 	}
 	before := len(record)
+	carried := map[string]bool{}
 	err = filepath.WalkDir(in.dropInsFrom, func(src string, d fs.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {
 			return err
@@ -90,10 +92,26 @@ func (in *installer) dropIns() error {
 		if err != nil {
 			return err
 		}
+		carried[filepath.ToSlash(rel)] = true
 		return in.dropIn(src, filepath.ToSlash(rel), record)
 	})
-	if err != nil || len(record) == before {
+	if err != nil {
 		return err
+	}
+	for _, w := range withdrawals() {
+		// An image that carries it still (one built with it listed in
+		// conf.d/node-defaults.list) has not withdrawn it.
+		if carried[w.rel] {
+			continue
+		}
+		if err := in.withdraw(w, record); err != nil {
+			return fmt.Errorf("%s: %w", w.rel, err)
+		}
+	}
+	// The record keeps a withdrawn default: were an older image run
+	// again, it must not install it anew.
+	if len(record) == before {
+		return nil
 	}
 	return writeRecord(recordPath, record)
 }

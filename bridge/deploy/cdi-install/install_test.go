@@ -24,7 +24,7 @@ func image(t *testing.T) *installer {
 	write(t, filepath.Join(in.pluginsFrom, "drm"), "drm v1", 0o755)
 	write(t, filepath.Join(in.pluginsFrom, "endpoint"), "endpoint v1", 0o755)
 	write(t, filepath.Join(in.dropInsFrom, "gpu.d/drm.conf"), "default gpu", 0o644)
-	write(t, filepath.Join(in.dropInsFrom, "camera.d/endpoint.conf"), "default camera", 0o644)
+	write(t, filepath.Join(in.dropInsFrom, "dev.d/generic.conf"), "default dev", 0o644)
 	return in
 }
 
@@ -79,9 +79,9 @@ func TestInstall(t *testing.T) {
 		want(t, filepath.Join(in.pluginsTo, "drm"), "drm v1", 0o755)
 		want(t, filepath.Join(in.pluginsTo, "endpoint"), "endpoint v1", 0o755)
 		want(t, filepath.Join(in.dropInsTo, "gpu.d/drm.conf"), "default gpu", 0o644)
-		want(t, filepath.Join(in.dropInsTo, "camera.d/endpoint.conf"), "default camera", 0o644)
+		want(t, filepath.Join(in.dropInsTo, "dev.d/generic.conf"), "default dev", 0o644)
 		record, _ := os.ReadFile(filepath.Join(in.dropInsTo, recordName))
-		if !strings.HasSuffix(string(record), "\ncamera.d/endpoint.conf\ngpu.d/drm.conf\n") {
+		if !strings.HasSuffix(string(record), "\ndev.d/generic.conf\ngpu.d/drm.conf\n") {
 			t.Errorf("record:\n%s", record)
 		}
 	})
@@ -90,14 +90,14 @@ func TestInstall(t *testing.T) {
 		write(t, filepath.Join(in.dropInsTo, "gpu.d/drm.conf"), "mine", 0o600)
 		run(t, in)
 		want(t, filepath.Join(in.dropInsTo, "gpu.d/drm.conf"), "mine", 0o600)
-		write(t, filepath.Join(in.dropInsTo, "camera.d/endpoint.conf"), "edited", 0o644)
+		write(t, filepath.Join(in.dropInsTo, "dev.d/generic.conf"), "edited", 0o644)
 		run(t, in)
-		want(t, filepath.Join(in.dropInsTo, "camera.d/endpoint.conf"), "edited", 0o644)
+		want(t, filepath.Join(in.dropInsTo, "dev.d/generic.conf"), "edited", 0o644)
 	})
 	t.Run("a removed default stays removed", func(t *testing.T) {
 		in := image(t)
 		run(t, in)
-		removed := filepath.Join(in.dropInsTo, "camera.d/endpoint.conf")
+		removed := filepath.Join(in.dropInsTo, "dev.d/generic.conf")
 		if err := os.Remove(removed); err != nil {
 			t.Fatal(err)
 		}

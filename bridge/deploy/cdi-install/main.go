@@ -13,7 +13,10 @@
 // configuration: a default is installed only where no file of its name
 // exists, and only once. cdi-install records, in a dot-file in the
 // drop-in directory, every default it installed or found present, and
-// never brings back one the operator has since removed.
+// never brings back one the operator has since removed. A default that an
+// earlier release installed and this one withdrew (withdrawn.go) is
+// removed where it is still byte for byte what a release installed; one
+// the operator edited stays, and the log says what it offers.
 package main
 
 import (

@@ -6,7 +6,6 @@ import (
 	debugbuildinfo "debug/buildinfo"
 	"fmt"
 	"io"
-	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
@@ -22,6 +21,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
+	"github.com/cdiexec/cdi/bridge/deploy/internal/nodedefaults"
 	"github.com/cdiexec/cdi/spec/buildinfo"
 )
 
@@ -38,8 +38,9 @@ type options struct {
 const (
 	toolDir   = "usr/local/bin"
 	pluginDir = "opt/cdi/bin"
-	// DropInDir holds the default drop-ins the DaemonSet's init step
-	// copies onto the host, leaving the host's own alone.
+	// DropInDir holds the default drop-ins (conf.d/node-defaults.list)
+	// the DaemonSet's init step copies onto the host, leaving the host's
+	// own alone.
 	dropInDir = "usr/share/cdi/conf.d"
 )
 
@@ -151,22 +152,23 @@ func compile(o options, arch, bin string, log io.Writer) (map[string]file, error
 	return out, nil
 }
 
-// dropIns reads the repository's default drop-ins (conf.d/<type>.d/*.conf).
+// dropIns reads the drop-ins of dir (the repository's conf.d) that its
+// node-defaults.list names: only those install on a node, so only those
+// are in the image. The others are examples and test fixtures.
 func dropIns(dir string) (map[string]file, error) {
+	names, err := nodedefaults.Read(dir)
+	if err != nil {
+		return nil, err
+	}
 	out := map[string]file{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".conf") {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
+	for _, n := range names {
+		data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(n)))
 		if err != nil {
-			return err
+			return nil, err
 		}
-		data, err := os.ReadFile(p)
-		out[path.Join(dropInDir, filepath.ToSlash(rel))] = file{data: data, mode: 0o644}
-		return err
-	})
-	return out, err
+		out[path.Join(dropInDir, n)] = file{data: data, mode: 0o644}
+	}
+	return out, nil
 }
 
 // image lays files onto an empty base as one layer, with fixed times so

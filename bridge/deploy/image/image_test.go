@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -191,17 +192,29 @@ func (l layoutFiles) checkImage(t *testing.T, d v1.Descriptor) {
 	checkLayer(t, bytes.NewReader(layer), machines[arch])
 }
 
+// safeDropIns are the drop-ins a node gets by default, written out here
+// rather than read from conf.d/node-defaults.list: a drop-in added to the
+// list fails this test until someone has asked whether it is safe to
+// hand to a pod on every node (it finds real hardware, and a pod given
+// it cannot reach the host's own consoles or the like).
+var safeDropIns = []string{"dev.d/generic.conf", "gpu.d/drm.conf"}
+
 // checkLayer wants every binary static, executable and built for machine,
-// and the drop-ins.
+// and the safe drop-ins and no other.
 func checkLayer(t *testing.T, r io.Reader, machine elf.Machine) {
 	want := map[string]bool{
 		"usr/local/bin/cdi-bridge": true, "usr/local/bin/cditool": true, "usr/local/bin/cdi-install": true,
 		"opt/cdi/bin/drm": true, "opt/cdi/bin/generic": true, "opt/cdi/bin/generic-tty": true, "opt/cdi/bin/endpoint": true,
-		"usr/share/cdi/conf.d/gpu.d/drm.conf": false, "usr/share/cdi/conf.d/tty.d/generic.conf": false,
+	}
+	for _, n := range safeDropIns {
+		want[dropInDir+"/"+n] = false
 	}
 	eachTarEntry(t, r, func(h *tar.Header, content io.Reader) {
 		binary, ok := want[h.Name]
 		if !ok {
+			if strings.HasPrefix(h.Name, dropInDir+"/") && h.Typeflag == tar.TypeReg {
+				t.Errorf("%s: a drop-in not among the safe defaults %q", h.Name, safeDropIns)
+			}
 			return
 		}
 		delete(want, h.Name)
@@ -263,6 +276,63 @@ func TestImageNames(t *testing.T) {
 			}[tc.version]
 			if !slices.Equal(names, want) {
 				t.Errorf("names %q, want %q", names, want)
+			}
+		})
+	}
+}
+
+// TestDropIns: the image carries the drop-ins conf.d/node-defaults.list
+// names, which are the safe ones, and a list naming a drop-in conf.d
+// lacks fails the build.
+func TestDropIns(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// files are conf.d's, by slash path; nil: the repository's.
+		files   map[string]string
+		want    []string
+		missing bool
+	}{
+		{name: "the repository", want: safeDropIns},
+		{name: "only the listed ones", files: map[string]string{
+			"node-defaults.list": "# safe\ngpu.d/drm.conf\n", "gpu.d/drm.conf": "{}", "tty.d/generic.conf": "{}",
+		}, want: []string{"gpu.d/drm.conf"}},
+		{name: "a listed drop-in missing", files: map[string]string{
+			"node-defaults.list": "gpu.d/drm.conf\n",
+		}, missing: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := "../../../conf.d"
+			if tc.files != nil {
+				dir = t.TempDir()
+				for n, data := range tc.files {
+					p := filepath.Join(dir, filepath.FromSlash(n))
+					if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			files, err := dropIns(dir)
+			if tc.missing {
+				if !errors.Is(err, fs.ErrNotExist) {
+					t.Errorf("dropIns: %v, want a missing file's error", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for p, f := range files {
+				got = append(got, strings.TrimPrefix(p, dropInDir+"/"))
+				if f.mode != 0o644 {
+					t.Errorf("%s: mode %o", p, f.mode)
+				}
+			}
+			if slices.Sort(got); !slices.Equal(got, tc.want) {
+				t.Errorf("the image's drop-ins %q, want %q", got, tc.want)
 			}
 		})
 	}
