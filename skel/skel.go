@@ -1,8 +1,6 @@
 package skel
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/cdiexec/cdi/spec"
 	"github.com/cdiexec/cdi/spec/buildinfo"
+	"github.com/cdiexec/cdi/spec/jsonwrite"
 )
 
 // Args is what a callback receives: the negotiated version, the checked
@@ -223,15 +222,13 @@ func (d *Dispatcher) write(doc jsonDocument, status int) int {
 	// The document is built in memory first, so that a failed write is the
 	// only way to leave half of one on stdout. <, > and & stay as they
 	// are: the reader is a runtime, not a browser.
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(doc); err != nil {
+	// jsonwrite rather than encoding/json: see package jsonwrite.
+	out, err := jsonwrite.MarshalIndent(doc, "  ")
+	if err != nil {
 		fmt.Fprintf(d.Stderr, "encoding result: %v\n", err)
 		return 1
 	}
-	if _, err := d.Stdout.Write(buf.Bytes()); err != nil {
+	if _, err := d.Stdout.Write(out); err != nil {
 		fmt.Fprintf(d.Stderr, "writing result: %v\n", err)
 		return 1
 	}
@@ -239,7 +236,7 @@ func (d *Dispatcher) write(doc jsonDocument, status int) int {
 }
 
 // jsonDocument is every document skel writes: the spec's results and
-// errors, each written by encoding/json as its json tags say.
+// errors, each written as its json tags say.
 type jsonDocument = any
 
 func (d *Dispatcher) writeError(version string, err error, status int) int {

@@ -1,8 +1,6 @@
 package spec
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"time"
@@ -10,6 +8,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/cdiexec/cdi/spec/jsonread"
+	"github.com/cdiexec/cdi/spec/jsonwrite"
 )
 
 // InventoryKey is the INFO result member that carries the 0.1.0 inventory.
@@ -145,15 +144,7 @@ func (r InfoResult) MarshalJSON() ([]byte, error) {
 	if r.Devices != nil {
 		doc[InventoryKey] = r.Devices
 	}
-	// An encoder rather than json.Marshal, to leave <, > and & as they
-	// are, as skel writes every other document.
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(doc); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	return jsonwrite.Marshal(doc)
 }
 
 // UnmarshalJSON reads what MarshalJSON writes. Members other than

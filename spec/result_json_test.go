@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cdiexec/cdi/spec/jsonread"
+	"github.com/cdiexec/cdi/spec/jsonwrite"
 )
 
 // fill sets every exported field of the value v points to, recursively, so
@@ -56,6 +57,44 @@ func filled[T any]() *T {
 	var x T
 	fill(reflect.ValueOf(&x).Elem(), 0)
 	return &x
+}
+
+// TestWriteMatchesEncodingJSON holds jsonwrite, which the plugins write
+// their documents with, to what encoding/json writes of every wire type,
+// filled and empty.
+func TestWriteMatchesEncodingJSON(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		v    any
+	}{
+		{"VersionResult", *filled[VersionResult]()}, {"VersionResult zero", VersionResult{}},
+		{"Error", filled[Error]()}, {"Error zero", &Error{}},
+		{"AddResult", *filled[AddResult]()}, {"AddResult zero", AddResult{}},
+		{"AddResult empty lists", AddResult{Devices: []string{}, NUMALocality: []int{}, Env: map[string]string{}, Units: []Unit{}}},
+		{"Mount read-write", &Mount{HostPath: "/a"}},
+		{"InfoResult", *filled[InfoResult]()}, {"InfoResult zero", InfoResult{}},
+		{"InfoResult empty inventory", InfoResult{CDIVersion: "0.1.0", Devices: []DeviceInfo{{}}}},
+		{"ListResult", *filled[ListResult]()}, {"ListResult zero", ListResult{}},
+		{"GCResult", *filled[GCResult]()}, {"GCResult zero", GCResult{}},
+		{"Config", Config{CDIVersion: "0.1.0", Args: json.RawMessage(`{ "a" : 1 }`), Bytes: []byte("x")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := jsonwrite.MarshalIndent(tc.v, "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want bytes.Buffer
+			enc := json.NewEncoder(&want)
+			enc.SetEscapeHTML(false)
+			enc.SetIndent("", "  ")
+			if err := enc.Encode(tc.v); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want.Bytes()) {
+				t.Errorf("jsonwrite:\n%s\nencoding/json:\n%s", got, want.Bytes())
+			}
+		})
+	}
 }
 
 // TestReadMatchesEncodingJSON holds jsonread, which the plugins read

@@ -1,6 +1,7 @@
 // Package jsonread reads JSON documents with gjson into Go values, following
 // their json tags: a wire type's struct and its tags are its one
-// description, for reading here as for writing with encoding/json.
+// description, for reading here as for writing (encoding/json, or
+// package jsonwrite where a plugin writes).
 //
 // It reads what encoding/json would read, with the differences the
 // protocol needs: member names match exactly (encoding/json also takes

@@ -2,7 +2,6 @@ package store
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/cdiexec/cdi/spec"
 	"github.com/cdiexec/cdi/spec/jsonread"
+	"github.com/cdiexec/cdi/spec/jsonwrite"
 )
 
 // The rules of the stored document, shared by every Store so that a fake
@@ -63,22 +63,21 @@ type deviceSlot struct {
 	slot   int
 }
 
-// Encode returns the stored form of st: indented for humans, and
-// deterministic (allocations in request-id order, as encoding/json writes
-// a map) so that equal states encode to equal bytes. It refuses a state
-// that Check refuses.
+// Encode returns the stored form of st, as encoding/json's indenting
+// encoder writes it: indented for humans, and deterministic (allocations
+// in request-id order) so that equal states encode to equal bytes. It
+// refuses a state that Check refuses.
 func Encode(st *State) ([]byte, error) {
 	if err := Check(st); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnsavable, err)
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(st); err != nil {
+	// jsonwrite, the same bytes as encoding/json's encoder, without its
+	// start-up cost: see package jsonwrite.
+	out, err := jsonwrite.MarshalIndent(st, "  ")
+	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnsavable, err)
 	}
-	return buf.Bytes(), nil
+	return out, nil
 }
 
 // Decode parses and checks a stored document. Its errors do not wrap
