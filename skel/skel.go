@@ -11,7 +11,7 @@ import (
 
 	"github.com/cdiexec/cdi/spec"
 	"github.com/cdiexec/cdi/spec/buildinfo"
-	"github.com/cdiexec/cdi/spec/plainjson"
+	"github.com/cdiexec/cdi/spec/jsonwrite"
 )
 
 // Args is what a callback receives: the negotiated version, the checked
@@ -222,9 +222,13 @@ func (d *Dispatcher) write(doc jsonDocument, status int) int {
 	// The document is built in memory first, so that a failed write is the
 	// only way to leave half of one on stdout. <, > and & stay as they
 	// are: the reader is a runtime, not a browser.
-	w := plainjson.NewWriter("  ")
-	doc.WriteJSON(w)
-	if _, err := d.Stdout.Write(append(w.Bytes(), '\n')); err != nil {
+	// jsonwrite rather than encoding/json: see package jsonwrite.
+	out, err := jsonwrite.MarshalIndent(doc, "  ")
+	if err != nil {
+		fmt.Fprintf(d.Stderr, "encoding result: %v\n", err)
+		return 1
+	}
+	if _, err := d.Stdout.Write(out); err != nil {
 		fmt.Fprintf(d.Stderr, "writing result: %v\n", err)
 		return 1
 	}
@@ -232,10 +236,8 @@ func (d *Dispatcher) write(doc jsonDocument, status int) int {
 }
 
 // jsonDocument is every document skel writes: the spec's results and
-// errors write themselves without reflection (see package plainjson).
-type jsonDocument interface {
-	WriteJSON(*plainjson.Writer)
-}
+// errors, each written as its json tags say.
+type jsonDocument = any
 
 func (d *Dispatcher) writeError(version string, err error, status int) int {
 	var e *spec.Error

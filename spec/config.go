@@ -2,10 +2,13 @@ package spec
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"strings"
 
-	"github.com/cdiexec/cdi/spec/plainjson"
+	"github.com/tidwall/gjson"
+
+	"github.com/cdiexec/cdi/spec/jsonread"
 )
 
 // MaxConfigSize bounds what a plugin reads from stdin and a caller reads
@@ -14,34 +17,15 @@ const MaxConfigSize = 1 << 20
 
 // Config is a drop-in configuration, /etc/cdi/<type>.d/<plugin>.conf.
 type Config struct {
-	CDIVersion string  `json:"cdiVersion"`
-	Name       string  `json:"name"`
-	Type       string  `json:"type"`
-	Plugin     string  `json:"plugin"`
-	Args       RawJSON `json:"args,omitempty"`
+	CDIVersion string          `json:"cdiVersion"`
+	Name       string          `json:"name"`
+	Type       string          `json:"type"`
+	Plugin     string          `json:"plugin"`
+	Args       json.RawMessage `json:"args,omitempty"`
 
 	// Bytes is the document as it was read, which callers pipe to the plugin
 	// unchanged.
 	Bytes []byte `json:"-"`
-}
-
-// RawJSON is JSON text kept as it was read: encoding/json's RawMessage,
-// without importing encoding/json, whose package init and size every
-// plugin process would pay for.
-type RawJSON []byte
-
-// MarshalJSON returns m, or null for none, as RawMessage does.
-func (m RawJSON) MarshalJSON() ([]byte, error) {
-	if m == nil {
-		return []byte("null"), nil
-	}
-	return m, nil
-}
-
-// UnmarshalJSON keeps a copy of data, as RawMessage does.
-func (m *RawJSON) UnmarshalJSON(data []byte) error {
-	*m = append((*m)[0:0], data...)
-	return nil
 }
 
 // ParseConfig decodes and checks a configuration document. Every error wraps
@@ -55,13 +39,12 @@ func ParseConfig(data []byte) (*Config, error) {
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return nil, fmt.Errorf("%w: configuration is not a JSON object", ErrMalformed)
 	}
-	// plainjson rather than encoding/json: see package plainjson.
-	root, err := plainjson.Parse(trimmed)
+	root, err := jsonread.Parse(trimmed)
 	if err != nil {
-		return nil, fmt.Errorf("%w: configuration is not valid JSON, or has data after its object", ErrMalformed)
+		return nil, fmt.Errorf("%w: configuration is not valid JSON, or has data after its object: %w", ErrMalformed, err)
 	}
 	var c Config
-	if err := plainjson.Read(root, &c); err != nil {
+	if err := jsonread.Read(root, &c); err != nil {
 		return nil, fmt.Errorf("%w: configuration field %w", ErrMalformed, err)
 	}
 	c.Bytes = append([]byte(nil), data...)
@@ -69,17 +52,6 @@ func ParseConfig(data []byte) (*Config, error) {
 		return nil, err
 	}
 	return &c, nil
-}
-
-// AppendMembers describes c as a drop-in holds it.
-func (c *Config) AppendMembers(ms []plainjson.Member) []plainjson.Member {
-	return append(ms,
-		plainjson.String("cdiVersion", &c.CDIVersion),
-		plainjson.String("name", &c.Name),
-		plainjson.String("type", &c.Type),
-		plainjson.String("plugin", &c.Plugin),
-		plainjson.Raw("args", (*[]byte)(&c.Args)).OmitEmpty(),
-	)
 }
 
 func (c *Config) check() error {
@@ -111,4 +83,15 @@ func (c *Config) check() error {
 // PeekVersion returns the cdiVersion of a configuration document without
 // checking anything else, or "" when it has none. Plugins use it to pick the
 // version of an error document before the configuration has been validated.
-func PeekVersion(data []byte) string { return plainjson.PeekString(data, "cdiVersion") }
+func PeekVersion(data []byte) string {
+	// gjson reads up to the member it looks for and no further, so that
+	// a document broken after it still has a version.
+	if !bytes.HasPrefix(bytes.TrimLeft(data, " \t\r\n"), []byte("{")) {
+		return ""
+	}
+	v := gjson.GetBytes(data, "cdiVersion")
+	if v.Type != gjson.String || len(v.Raw) < 2 || v.Raw[len(v.Raw)-1] != '"' {
+		return ""
+	}
+	return v.String()
+}

@@ -4,6 +4,9 @@
 // parameters per the ABNF in SPEC.md, command results, and the error type
 // with its well-known codes.
 //
-// The package has no dependencies outside the standard library and gjson so
-// that plugin binaries which import it stay small and start fast.
+// Documents are read with gjson (package jsonread) and written as
+// encoding/json writes them (package jsonwrite, on the plugins' side),
+// each wire type described once, by its struct's json tags. The package has no other dependencies outside the standard
+// library, so that plugin binaries which import it stay small and start
+// fast.
 package spec

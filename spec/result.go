@@ -5,7 +5,10 @@ import (
 	"sort"
 	"time"
 
-	"github.com/cdiexec/cdi/spec/plainjson"
+	"github.com/tidwall/gjson"
+
+	"github.com/cdiexec/cdi/spec/jsonread"
+	"github.com/cdiexec/cdi/spec/jsonwrite"
 )
 
 // InventoryKey is the INFO result member that carries the 0.1.0 inventory.
@@ -131,40 +134,51 @@ func (r InfoResult) ForVersion(v string) InfoResult {
 }
 
 // MarshalJSON writes the counts beside cdiVersion and the inventory, if
-// any, under InventoryKey (WriteJSON, compact).
+// any, under InventoryKey, all in key order.
 func (r InfoResult) MarshalJSON() ([]byte, error) {
-	w := plainjson.NewWriter("")
-	r.WriteJSON(w)
-	return w.Bytes(), nil
+	doc := make(map[string]any, len(r.Counts)+2)
+	for k, n := range r.Counts {
+		doc[k] = n
+	}
+	doc["cdiVersion"] = r.CDIVersion
+	if r.Devices != nil {
+		doc[InventoryKey] = r.Devices
+	}
+	return jsonwrite.Marshal(doc)
 }
 
 // UnmarshalJSON reads what MarshalJSON writes. Members other than
 // cdiVersion and the inventory must be integer counts.
 func (r *InfoResult) UnmarshalJSON(data []byte) error {
-	v, err := plainjson.Parse(data)
+	v, err := jsonread.Parse(data)
+	if err != nil {
+		return fmt.Errorf("INFO result: %w", err)
+	}
+	if !v.IsObject() {
+		return fmt.Errorf("INFO result: %w: want an object, got %.40s", jsonread.ErrType, v.Raw)
+	}
+	var fixed struct {
+		CDIVersion string       `json:"cdiVersion"`
+		Devices    []DeviceInfo `json:"device_inventory"`
+	}
+	if err := jsonread.Read(v, &fixed); err != nil {
+		return fmt.Errorf("INFO result: %w", err)
+	}
+	counts := map[string]int{}
+	v.ForEach(func(k, n gjson.Result) bool {
+		if name := k.String(); name != "cdiVersion" && name != InventoryKey {
+			var c int
+			if err = jsonread.Read(n, &c); err != nil {
+				err = fmt.Errorf("INFO result: %w", jsonread.At(name, err))
+			}
+			counts[name] = c
+		}
+		return err == nil
+	})
 	if err != nil {
 		return err
 	}
-	if !v.IsObject() {
-		return fmt.Errorf("INFO result: %w: want an object, got %.40s", plainjson.ErrType, v.Raw)
-	}
-	out := InfoResult{Counts: map[string]int{}}
-	table := plainjson.Table{plainjson.String("cdiVersion", &out.CDIVersion), plainjson.Objects(InventoryKey, &out.Devices)}
-	counts := map[string]*int{}
-	v.Members(func(name string, _ plainjson.Value) bool {
-		if name != "cdiVersion" && name != InventoryKey && counts[name] == nil {
-			counts[name] = new(int)
-			table = append(table, plainjson.Int(name, counts[name]))
-		}
-		return true
-	})
-	if err := plainjson.Read(v, table); err != nil {
-		return fmt.Errorf("INFO result: %w", err)
-	}
-	for name, n := range counts {
-		out.Counts[name] = *n
-	}
-	*r = out
+	*r = InfoResult{CDIVersion: fixed.CDIVersion, Counts: counts, Devices: fixed.Devices}
 	return nil
 }
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/cdiexec/cdi/plugins/internal/engine"
 	"github.com/cdiexec/cdi/spec"
-	"github.com/cdiexec/cdi/spec/plainjson"
+	"github.com/cdiexec/cdi/spec/jsonread"
 )
 
 // Node kinds of want_device_nodes, as the CDI draft names them.
@@ -52,7 +52,7 @@ func checkKinds(kinds []string) error {
 	}
 	for i, k := range kinds {
 		if k != kindPrimary && k != kindRender {
-			return plainjson.AtIndex(i, fmt.Errorf("unknown node kind %q (want %q or %q)", k, kindPrimary, kindRender))
+			return jsonread.AtIndex(i, fmt.Errorf("unknown node kind %q (want %q or %q)", k, kindPrimary, kindRender))
 		}
 	}
 	return nil
@@ -63,7 +63,7 @@ func checkKinds(kinds []string) error {
 func checkVendors(ids []string) error {
 	for i, id := range ids {
 		if !isVendorID(id) {
-			return plainjson.AtIndex(i, fmt.Errorf("%q is not a PCI vendor id such as \"0x8086\"", id))
+			return jsonread.AtIndex(i, fmt.Errorf("%q is not a PCI vendor id such as \"0x8086\"", id))
 		}
 	}
 	return nil

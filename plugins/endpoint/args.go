@@ -10,7 +10,7 @@ import (
 
 	"github.com/cdiexec/cdi/plugins/internal/engine"
 	"github.com/cdiexec/cdi/spec"
-	"github.com/cdiexec/cdi/spec/plainjson"
+	"github.com/cdiexec/cdi/spec/jsonread"
 )
 
 // Probe timeout bounds: the default keeps INFO fast; the maximum keeps a
@@ -44,10 +44,10 @@ func defaultPort(scheme string) string {
 
 // endpoint is one entry of args.endpoints.
 type endpoint struct {
-	ID         string
-	URL        string
-	Env        map[string]string
-	Properties map[string]string
+	ID         string            `json:"id"`
+	URL        string            `json:"url"`
+	Env        map[string]string `json:"env"`
+	Properties map[string]string `json:"properties"`
 
 	parsed *url.URL
 	// addr is host:port for the TCP probe, set only when probing.
@@ -56,23 +56,8 @@ type endpoint struct {
 
 // probeArgs is args.probe.
 type probeArgs struct {
-	TCP       bool
-	TimeoutMs *int
-}
-
-// AppendMembers describes p as args.probe holds it.
-func (p *probeArgs) AppendMembers(ms []plainjson.Member) []plainjson.Member {
-	return append(ms, plainjson.Bool("tcp", &p.TCP), plainjson.IntPtr("timeoutMs", &p.TimeoutMs))
-}
-
-// AppendMembers describes e as args.endpoints holds it.
-func (e *endpoint) AppendMembers(ms []plainjson.Member) []plainjson.Member {
-	return append(ms,
-		plainjson.String("id", &e.ID),
-		plainjson.String("url", &e.URL),
-		plainjson.StringMap("env", &e.Env),
-		plainjson.StringMap("properties", &e.Properties),
-	)
+	TCP       bool `json:"tcp"`
+	TimeoutMs *int `json:"timeoutMs"`
 }
 
 // endpointArgs are the plugin's own args, checked.
@@ -116,7 +101,7 @@ func checkProbe(p probeArgs) error {
 		return nil
 	}
 	if err := engine.Between(1, maxTimeoutMs)(*p.TimeoutMs); err != nil {
-		return plainjson.At("timeoutMs", err)
+		return jsonread.At("timeoutMs", err)
 	}
 	return nil
 }
@@ -128,10 +113,10 @@ func checkEndpoints(eps []endpoint, prefix string, probe bool) error {
 	for i := range eps {
 		e := &eps[i]
 		if err := e.check(prefix, probe); err != nil {
-			return plainjson.AtIndex(i, err)
+			return jsonread.AtIndex(i, err)
 		}
 		if seen[e.ID] {
-			return plainjson.AtIndex(i, plainjson.At("id", fmt.Errorf("%q is used twice", e.ID)))
+			return jsonread.AtIndex(i, jsonread.At("id", fmt.Errorf("%q is used twice", e.ID)))
 		}
 		seen[e.ID] = true
 	}
@@ -142,19 +127,19 @@ func checkEndpoints(eps []endpoint, prefix string, probe bool) error {
 func (e *endpoint) check(prefix string, probe bool) error {
 	// CDI's rules too: the id becomes the device name of a CDI spec.
 	if err := engine.CheckDeviceID(e.ID); err != nil {
-		return plainjson.At("id", err)
+		return jsonread.At("id", err)
 	}
 	u, err := url.Parse(e.URL)
 	if err != nil || u.Scheme == "" || u.Hostname() == "" {
-		return plainjson.At("url", fmt.Errorf("%q must be absolute with a host, e.g. rtsp://10.0.0.5/stream", e.URL))
+		return jsonread.At("url", fmt.Errorf("%q must be absolute with a host, e.g. rtsp://10.0.0.5/stream", e.URL))
 	}
 	e.parsed = u
 	for k := range e.Env {
 		if !isEnvName(k) {
-			return plainjson.At("env", fmt.Errorf("%q is not a variable name", k))
+			return jsonread.At("env", fmt.Errorf("%q is not a variable name", k))
 		}
 		if k == prefix+"_URL" || k == prefix+"_ID" {
-			return plainjson.At("env", fmt.Errorf("%s is set by the plugin", k))
+			return jsonread.At("env", fmt.Errorf("%s is set by the plugin", k))
 		}
 	}
 	if !probe {
@@ -165,7 +150,7 @@ func (e *endpoint) check(prefix string, probe bool) error {
 		port = defaultPort(u.Scheme)
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return plainjson.At("url", fmt.Errorf("%q cannot be probed: it names no usable port and scheme %q has no default one", e.URL, u.Scheme))
+		return jsonread.At("url", fmt.Errorf("%q cannot be probed: it names no usable port and scheme %q has no default one", e.URL, u.Scheme))
 	}
 	e.addr = net.JoinHostPort(u.Hostname(), port)
 	return nil

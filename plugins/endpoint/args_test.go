@@ -7,12 +7,12 @@ import (
 	"time"
 
 	"github.com/cdiexec/cdi/spec"
-	"github.com/cdiexec/cdi/spec/plainjson"
+	"github.com/cdiexec/cdi/spec/jsonread"
 )
 
 // TestParseArgsRefuses checks that args.probe and args.endpoints are read
 // strictly: unknown members and values of the wrong type are refused as
-// invalid configuration while decoding (wrapping plainjson.ErrType), and
+// invalid configuration while decoding (wrapping jsonread.ErrType), and
 // values that decode but fail the checks are refused without it.
 func TestParseArgsRefuses(t *testing.T) {
 	for _, tt := range []struct {
@@ -54,8 +54,8 @@ func TestParseArgsRefuses(t *testing.T) {
 			if spec.CodeOf(err) != spec.CodeInvalidConfig {
 				t.Fatalf("error %v, want code %d", err, spec.CodeInvalidConfig)
 			}
-			if got := errors.Is(err, plainjson.ErrType); got != tt.wantType {
-				t.Fatalf("error %v: wraps plainjson.ErrType %v, want %v", err, got, tt.wantType)
+			if got := errors.Is(err, jsonread.ErrType); got != tt.wantType {
+				t.Fatalf("error %v: wraps jsonread.ErrType %v, want %v", err, got, tt.wantType)
 			}
 		})
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/cdiexec/cdi/plugins/internal/engine"
 	"github.com/cdiexec/cdi/spec"
-	"github.com/cdiexec/cdi/spec/plainjson"
+	"github.com/cdiexec/cdi/spec/jsonread"
 )
 
 // perDevice modes of a group.
@@ -19,22 +19,12 @@ const (
 
 // group is one entry of args.groups, checked and with defaults filled in.
 type group struct {
-	Name        string
-	Paths       []string
-	PerDevice   string
-	Permissions string
+	Name        string   `json:"name"`
+	Paths       []string `json:"paths"`
+	PerDevice   string   `json:"perDevice"`
+	Permissions string   `json:"permissions"`
 
 	resource spec.ResourceSpec
-}
-
-// AppendMembers describes g as args.groups holds it.
-func (g *group) AppendMembers(ms []plainjson.Member) []plainjson.Member {
-	return append(ms,
-		plainjson.String("name", &g.Name),
-		plainjson.Strings("paths", &g.Paths),
-		plainjson.String("perDevice", &g.PerDevice),
-		plainjson.String("permissions", &g.Permissions),
-	)
 }
 
 // parseGroups reads args.groups, which must name at least one group.
@@ -56,10 +46,10 @@ func checkGroups(groups []group, typ string) error {
 	for i := range groups {
 		g := &groups[i]
 		if err := g.check(typ); err != nil {
-			return plainjson.AtIndex(i, err)
+			return jsonread.AtIndex(i, err)
 		}
 		if seen[g.Name] {
-			return plainjson.AtIndex(i, plainjson.At("name", fmt.Errorf("%q is used twice", g.Name)))
+			return jsonread.AtIndex(i, jsonread.At("name", fmt.Errorf("%q is used twice", g.Name)))
 		}
 		seen[g.Name] = true
 	}
@@ -70,14 +60,14 @@ func checkGroups(groups []group, typ string) error {
 func (g *group) check(typ string) error {
 	g.resource = spec.ResourceSpec{Type: typ, Subtype: g.Name}
 	if _, err := spec.ParseResourceSpec(g.resource.String()); g.Name != "" && err != nil {
-		return plainjson.At("name", fmt.Errorf("%q is not a resource-subtype (1-15 letters or digits)", g.Name))
+		return jsonread.At("name", fmt.Errorf("%q is not a resource-subtype (1-15 letters or digits)", g.Name))
 	}
 	if len(g.Paths) == 0 {
-		return plainjson.At("paths", errors.New("is empty"))
+		return jsonread.At("paths", errors.New("is empty"))
 	}
 	for i, p := range g.Paths {
 		if err := checkPattern(p); err != nil {
-			return plainjson.At("paths", plainjson.AtIndex(i, err))
+			return jsonread.At("paths", jsonread.AtIndex(i, err))
 		}
 	}
 	switch g.PerDevice {
@@ -85,13 +75,13 @@ func (g *group) check(typ string) error {
 		g.PerDevice = perGlob
 	case perGlob, perAll:
 	default:
-		return plainjson.At("perDevice", fmt.Errorf("%q must be %q or %q", g.PerDevice, perGlob, perAll))
+		return jsonread.At("perDevice", fmt.Errorf("%q must be %q or %q", g.PerDevice, perGlob, perAll))
 	}
 	if g.Permissions == "" {
 		g.Permissions = "rw"
 	}
 	if err := checkPermissions(g.Permissions); err != nil {
-		return plainjson.At("permissions", err)
+		return jsonread.At("permissions", err)
 	}
 	return nil
 }

@@ -2,35 +2,24 @@ package invoke
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
-	"strings"
+
+	cniinvoke "github.com/containernetworking/cni/pkg/invoke"
 )
 
 // FindInPath returns the path of the plugin binary name in the first of dirs
 // that holds a regular file of that name; failures wrap ErrNotFound.
 //
-// It has the semantics of CNI's invoke.FindInPath (name-agnostic, a name
-// with a path separator is refused, the executable bit is left for exec to
-// check so that the error says "permission denied" rather than "not
-// found"). It is not imported from CNI because that package also links
-// OpenTelemetry and CNI's result types into every caller.
+// It is CNI's invoke.FindInPath, whose rules are the protocol's: a name
+// with a path separator is refused, and the executable bit is left for
+// exec to check, so that the error says "permission denied" rather than
+// "not found".
 func FindInPath(name string, dirs []string) (string, error) {
-	switch {
-	case name == "":
-		return "", fmt.Errorf("%w: no plugin name given", ErrNotFound)
-	case strings.ContainsRune(name, os.PathSeparator):
-		return "", fmt.Errorf("%w: plugin name %q is a path, not a file name", ErrNotFound, name)
-	case len(dirs) == 0:
-		return "", fmt.Errorf("%w: plugin %q: the search path is empty", ErrNotFound, name)
+	path, err := cniinvoke.FindInPath(name, dirs)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrNotFound, err)
 	}
-	for _, dir := range dirs {
-		p := filepath.Join(dir, name)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("%w: plugin %q is in none of %s", ErrNotFound, name, strings.Join(dirs, ":"))
+	return path, nil
 }
 
 // SplitPath splits a colon-separated search path such as "/opt/cdi/bin:/usr/lib/cdi".

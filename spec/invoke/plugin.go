@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	cniversion "github.com/containernetworking/cni/pkg/version"
+
 	"github.com/cdiexec/cdi/spec"
 )
 
@@ -156,12 +158,36 @@ func (p *Plugin) Negotiate(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	best := spec.Newest(spec.SupportedVersions(), v.SupportedVersions)
+	best := newest(v.SupportedVersions)
 	if best == "" {
 		return "", fmt.Errorf("%w: %s supports %s, this caller %s", ErrIncompatible, p.Path,
 			strings.Join(v.SupportedVersions, ", "), strings.Join(spec.SupportedVersions(), ", "))
 	}
 	return best, nil
+}
+
+// newest returns the newest of theirs that this package supports too, or
+// "" when they share none.
+func newest(theirs []string) string {
+	best := ""
+	for _, v := range theirs {
+		if spec.IsSupported(v) && (best == "" || atLeast(v, best)) {
+			best = v
+		}
+	}
+	return best
+}
+
+// atLeast reports whether version v is min or newer, by CNI's version
+// package. Its ParseVersion is laxer than the protocol's grammar ("1" is
+// 1.0.0, "" is 0.1.0), which does not matter here: newest compares only
+// versions this package supports, and a CDIVersion set by hand outside
+// the grammar is refused by every plugin (code 1) whatever this says of
+// it. The conformance checks, which judge a plugin's versions as given,
+// compare with spec's strict parser instead.
+func atLeast(v, min string) bool {
+	ok, err := cniversion.GreaterThanOrEqualTo(v, min)
+	return err == nil && ok
 }
 
 // negotiateAtLeast negotiates and fails with ErrIncompatible when the
@@ -171,7 +197,7 @@ func (p *Plugin) negotiateAtLeast(ctx context.Context, min, needs string) (strin
 	if err != nil {
 		return "", err
 	}
-	if !spec.AtLeast(v, min) {
+	if !atLeast(v, min) {
 		return "", fmt.Errorf("%w: %s needs protocol %s or newer, %s speaks %s", ErrIncompatible, needs, min, p.Path, v)
 	}
 	return v, nil

@@ -7,14 +7,12 @@ import (
 	"testing"
 
 	"github.com/cdiexec/cdi/spec"
-	"github.com/cdiexec/cdi/spec/plainjson"
+	"github.com/cdiexec/cdi/spec/jsonread"
 )
 
 // part is an object arg of the test's.
-type part struct{ ID string }
-
-func (p *part) AppendMembers(ms []plainjson.Member) []plainjson.Member {
-	return append(ms, plainjson.String("id", &p.ID))
+type part struct {
+	ID string `json:"id"`
 }
 
 // testArgs are one arg of every kind, with defaults, read by readTestArgs.
@@ -36,7 +34,7 @@ func readTestArgs(t *testing.T, args string) (testArgs, error) {
 	noEmptyID := func(ps []part) error {
 		for i, p := range ps {
 			if p.ID == "" {
-				return plainjson.AtIndex(i, plainjson.At("id", errors.New("is empty")))
+				return jsonread.AtIndex(i, jsonread.At("id", errors.New("is empty")))
 			}
 		}
 		return nil
@@ -77,7 +75,7 @@ func TestReadArgsRefuses(t *testing.T) {
 	for _, tt := range []struct {
 		name, args string
 		details    string // the error's details, which must begin with them
-		wantType   bool   // a value of the wrong kind: wraps plainjson.ErrType
+		wantType   bool   // a value of the wrong kind: wraps jsonread.ErrType
 	}{
 		{"string null", `{"name":null}`, `args.name: wrong JSON type: want a string, got null`, true},
 		{"number for a string", `{"name":5}`, `args.name: wrong JSON type: want a string`, true},
@@ -97,8 +95,8 @@ func TestReadArgsRefuses(t *testing.T) {
 			if !errors.As(err, &e) || e.Code != spec.CodeInvalidConfig || !strings.HasPrefix(e.Details, tt.details) {
 				t.Fatalf("error %v, want code %d with details %s...", err, spec.CodeInvalidConfig, tt.details)
 			}
-			if errors.Is(err, plainjson.ErrType) != tt.wantType {
-				t.Errorf("error %v: wraps plainjson.ErrType %v, want %v", err, !tt.wantType, tt.wantType)
+			if errors.Is(err, jsonread.ErrType) != tt.wantType {
+				t.Errorf("error %v: wraps jsonread.ErrType %v, want %v", err, !tt.wantType, tt.wantType)
 			}
 		})
 	}

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/cdiexec/cdi/spec"
-	"github.com/cdiexec/cdi/spec/plainjson"
+	"github.com/cdiexec/cdi/spec/jsonread"
+	"github.com/cdiexec/cdi/spec/jsonwrite"
 )
 
 // The rules of the stored document, shared by every Store so that a fake
@@ -30,7 +33,9 @@ func Check(st *State) error {
 	// A slot that no allocation seems to hold is handed out: a slot held
 	// twice, or one below zero, would make a held device look free.
 	holder := map[deviceSlot]string{}
-	for _, id := range plainjson.SortedKeys(st.Allocations) {
+	// In key order, so that the error for a state with several faults is
+	// always the same one.
+	for _, id := range slices.Sorted(maps.Keys(st.Allocations)) {
 		rec := st.Allocations[id]
 		if rec == nil {
 			return fmt.Errorf("allocation %q is null", id)
@@ -58,57 +63,41 @@ type deviceSlot struct {
 	slot   int
 }
 
-// Encode returns the stored form of st: indented for humans, and
-// deterministic (allocations in request-id order) so that equal states
-// encode to equal bytes. It refuses a state that Check refuses. It writes
-// what encoding/json would for State's json tags, without its start-up
-// cost (see package plainjson).
+// Encode returns the stored form of st, as encoding/json's indenting
+// encoder writes it: indented for humans, and deterministic (allocations
+// in request-id order) so that equal states encode to equal bytes. It
+// refuses a state that Check refuses.
 func Encode(st *State) ([]byte, error) {
 	if err := Check(st); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnsavable, err)
 	}
-	w := plainjson.NewWriter("  ")
-	w.Object(st)
-	return append(w.Bytes(), '\n'), nil
-}
-
-// AppendMembers describes st as the state file holds it.
-func (st *State) AppendMembers(ms []plainjson.Member) []plainjson.Member {
-	return append(ms,
-		plainjson.Int("format", &st.Format),
-		plainjson.String("bootID", &st.BootID),
-		// A null record stays nil in the map, and a null map nil, for
-		// Check to refuse; a request-id twice is refused, as the map would
-		// keep one of its records and free the slots of the other.
-		plainjson.ObjectMap("allocations", &st.Allocations),
-	)
-}
-
-// AppendMembers describes r.
-func (r *Record) AppendMembers(ms []plainjson.Member) []plainjson.Member {
-	return append(ms,
-		plainjson.String("request", &r.Request),
-		plainjson.Strings("devices", &r.Devices).OmitEmpty(),
-		plainjson.Ints("numaNodes", &r.NUMANodes).OmitEmpty(),
-		plainjson.Time("created", &r.Created),
-		plainjson.Object("result", &r.Result),
-	)
+	// jsonwrite, the same bytes as encoding/json's encoder, without its
+	// start-up cost: see package jsonwrite.
+	out, err := jsonwrite.MarshalIndent(st, "  ")
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnsavable, err)
+	}
+	return out, nil
 }
 
 // Decode parses and checks a stored document. Its errors do not wrap
 // ErrCorrupt: the store adds that, with the name of what it read.
+//
+// A null record stays nil in the map, and a null map nil, for Check to
+// refuse; a request-id twice is refused by the reader, as the map would
+// keep one of its records and free the slots of the other.
 func Decode(data []byte) (*State, error) {
 	// Writes go through rename, so no crash can leave an empty file: one
 	// is damage from outside and must not pass for "no allocations".
 	if len(data) == 0 {
 		return nil, errors.New("file is empty")
 	}
-	v, err := plainjson.Parse(data)
+	v, err := jsonread.Parse(data)
 	if err != nil {
 		return nil, err
 	}
 	var st State
-	if err := plainjson.Read(v, &st); err != nil {
+	if err := jsonread.Read(v, &st); err != nil {
 		return nil, err
 	}
 	if err := Check(&st); err != nil {

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/gofrs/flock"
 
 	"github.com/cdiexec/cdi/plugins/internal/store"
 )
@@ -88,22 +91,17 @@ func (s *Store) lock() (func(), error) {
 	if err := prepareDir(dir); err != nil {
 		return nil, err
 	}
-	// A plain descriptor, not an os.File: os.OpenFile would bring the
-	// runtime's poller up, which a short call notices and a lock file
-	// never needs.
+	// O_NOFOLLOW: a link placed at the lock's path fails the call
+	// (ELOOP), rather than have the plugin create or lock a file that is
+	// not its own.
 	path := s.path + ".lock"
-	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CREAT|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, uint32(fileMode))
-	if err != nil {
-		return nil, fmt.Errorf("lock state file %s: %w", path, &fs.PathError{Op: "open", Path: path, Err: err})
+	fl := flock.New(path, flock.SetFlag(os.O_RDONLY|os.O_CREATE|syscall.O_NOFOLLOW), flock.SetPermissions(fileMode))
+	if err := fl.Lock(); err != nil {
+		return nil, fmt.Errorf("lock state file %s: %w", path, err)
 	}
-	if err := syscall.Flock(fd, syscall.LOCK_EX); err != nil {
-		_ = syscall.Close(fd)
-		return nil, fmt.Errorf("lock state file %s: %w", path, &fs.PathError{Op: "flock", Path: path, Err: err})
-	}
-	// Closing the descriptor releases the lock. An error then is ignored:
-	// by then the state is saved or not, and the kernel drops the lock at
-	// exit anyway.
-	return func() { _ = syscall.Close(fd) }, nil
+	// Closing releases the lock. An error then is ignored: by then the
+	// state is saved or not, and the kernel drops the lock at exit anyway.
+	return func() { _ = fl.Close() }, nil
 }
 
 // update runs fn on the loaded state and saves the result if fn succeeded

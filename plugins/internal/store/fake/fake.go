@@ -12,7 +12,12 @@ import (
 // value is not usable; call New.
 type Store struct {
 	bootID string
+	*memory
+}
 
+// memory is the stored state, which stores made by WithBootID share as
+// the calls of one plugin share its state file.
+type memory struct {
 	mu       sync.Mutex
 	state    []byte // the stored state's encoding; nil until first saved
 	failLoad error
@@ -24,7 +29,14 @@ var _ store.Store = (*Store)(nil)
 
 // New returns an empty Store for the given boot id.
 func New(bootID string) *Store {
-	return &Store{bootID: bootID}
+	return &Store{bootID: bootID, memory: &memory{}}
+}
+
+// WithBootID returns a Store over the same stored state, failures and
+// count of saves as s, for calls made under another boot id: after a
+// reboot, or where the boot id is unknown ("").
+func (s *Store) WithBootID(bootID string) *Store {
+	return &Store{bootID: bootID, memory: s.memory}
 }
 
 // Update implements store.Store.

@@ -137,17 +137,20 @@ func (p phaseSubject) phases(ctx context.Context, i int) ([3]sample, error) {
 
 // printBreakdown splits each plugin's ADD+DEL into the two execs any
 // binary pays (the floor's), the plugin's start-up beyond the floor's,
-// and the work after start-up, next to what the target (maxStateFloorRatio
-// times stateFloor, the state floor's round trip in the table) leaves over
-// the floor's two execs, and names the larger of the two parts over the
+// and the work after start-up, next to what the target (hostLocal,
+// host-local's round trip in the table; 0 when it was not measured)
+// leaves over the floor's two execs, and names the larger of the two parts over the
 // floor. The page faults of each call stand beside the times, and the
 // faults above the floor's two execs are priced at this machine's page
 // cost: start-up and work alike cost in fresh pages as much as in
 // instructions, and how much a page costs is what differs most between
 // machines.
-func printBreakdown(w io.Writer, f floors, stateFloor time.Duration, rows []phaseRow, n int) {
+func printBreakdown(w io.Writer, f floors, hostLocal time.Duration, rows []phaseRow, n int) {
 	floor, price := f.bare, f.pageCost()
-	budget := time.Duration(maxStateFloorRatio*float64(stateFloor)) - 2*floor.wall
+	budget := "-"
+	if hostLocal > 0 {
+		budget = ms(hostLocal - 2*floor.wall)
+	}
 	fmt.Fprintf(w, "\nWhere ADD+DEL goes: each call one exec, timed alone; medians of %d rounds, interleaved; ms\n", n)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "plugin\tADD\tDEL\tVERSION\t= 2 floor execs\t+ start-up surplus\t+ work\tbudget over floor\tmost of the excess\tpage faults VERSION/ADD/DEL\tfaults over floor: ms")
@@ -157,13 +160,13 @@ func printBreakdown(w io.Writer, f floors, stateFloor time.Duration, rows []phas
 		surplus := 2 * (r.version.wall - floor.wall)
 		work := total - 2*r.version.wall
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d/%d\t%s\n", r.name, ms(r.add.wall), ms(r.del.wall), ms(r.version.wall),
-			ms(execs), ms(surplus), ms(work), ms(budget), dominant(surplus, work), r.version.faults, r.add.faults, r.del.faults,
+			ms(execs), ms(surplus), ms(work), budget, dominant(surplus, work), r.version.faults, r.add.faults, r.del.faults,
 			pricedFaults(r.add.faults+r.del.faults-2*floor.faults, price))
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "floor exec %s ms, %d page faults. start-up surplus = 2 x (VERSION - floor exec): the bigger binary and its init;\n", ms(floor.wall), floor.faults)
 	fmt.Fprintln(w, "work = ADD + DEL - 2 x VERSION: configuration, fixture scan, lock, state file write and sync;")
-	fmt.Fprintf(w, "budget over floor = what the target, %.2fx the state floor's round trip above, allows above the floor's two execs;\n", maxStateFloorRatio)
+	fmt.Fprintln(w, "budget over floor = what the target, host-local's round trip above, allows above the floor's two execs;")
 	fmt.Fprintln(w, "page faults = minor faults of the exec (getrusage of the waited-for child), each a fresh page mapped in;")
 	printPageCost(w, f)
 }

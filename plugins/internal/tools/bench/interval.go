@@ -6,11 +6,10 @@ import (
 	"time"
 )
 
-// A single run's ratio of medians moves from run to run, and a plugin
-// close to its target can meet it in one run and miss it in the next. The interval says how far this run's ratio could be from what the
-// same run would give with more rounds: when it holds the target, the run
-// cannot tell the two apart. What changes between runs (the machine's
-// load and memory state) it cannot see.
+// A single run's ratio of medians moves from run to run. The interval
+// says how far this run's ratio could be from what the same run would
+// give with more rounds. What changes between runs (the machine's load
+// and memory state) it cannot see.
 
 // resamples is how many bootstrap resamples an interval is built from.
 const resamples = 2000

@@ -8,17 +8,15 @@ import (
 	"time"
 )
 
-// Targets from the issue: a plugin's ADD+DEL median at most this many
-// times the state floor's, and below host-local's. The state floor is the
-// least a call that keeps its state as SPEC.md requires can cost, so the
-// ratio is what a plugin adds of its own. (The first target, 1.5x the
-// floor, which ignored the state rule's own cost, is retired.)
-const maxStateFloorRatio = 1.15
-
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/float64(time.Millisecond)) }
 
-// printTable prints the round trips with their ratios to the floor and
-// to host-local, and each plugin's verdict against the targets.
+// printTable prints the round trips with their ratios to the floor, the
+// state floor and host-local, and each plugin's verdict against the
+// targets: an ADD+DEL median below host-local's, and no grpc or
+// client-go linked. The state floor is the least a call that keeps its
+// state as SPEC.md requires can cost, so its ratio is what a plugin adds
+// of its own: reported, not judged. (Its 1.15x target, and the 1.5x
+// floor target before it, are retired.)
 func printTable(w io.Writer, rows []row, n int) {
 	var floor, stateFloor, hl time.Duration
 	for _, r := range rows {
@@ -34,26 +32,22 @@ func printTable(w io.Writer, rows []row, n int) {
 	fmt.Fprintf(w, "\nADD+DEL round trip through exec: %d rounds after %d warm-up, subjects interleaved; ms\n", n, warmUp)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "subject\tmedian\tp90\tx floor\tx state floor\tx state floor 95%\tx host-local\tsize MiB\tgrpc/client-go\tverdict")
-	missed, straddle := 0, 0
+	missed := 0
 	for _, r := range rows {
 		vsHL := "-"
 		if hl > 0 {
 			vsHL = fmt.Sprintf("%.2f", float64(r.p50)/float64(hl))
 		}
-		v := verdict(r, stateFloor, hl)
+		v := verdict(r, hl)
 		if strings.HasPrefix(v, "MISSED") {
 			missed++
-		}
-		if r.kind == kindPlugin && r.stateLo <= maxStateFloorRatio && maxStateFloorRatio <= r.stateHi {
-			straddle++
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%.2f\t%.2f-%.2f\t%s\t%.1f\t%s\t%s\n", r.name, ms(r.p50), ms(r.p90), float64(r.p50)/float64(floor),
 			float64(r.p50)/float64(stateFloor), r.stateLo, r.stateHi, vsHL, r.sizeMiB, linksColumn(r.links), v)
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "targets: median <= %.2fx state floor, median < host-local, no grpc/client-go in build info\n", maxStateFloorRatio)
-	fmt.Fprintf(w, "x state floor 95%%: bootstrap interval of the ratio over the %d rounds (%d resamples of whole rounds); %d of %d plugins'\n", n, resamples, straddle, countKind(rows, kindPlugin))
-	fmt.Fprintf(w, "  intervals hold %.2fx: for those, this run cannot tell the plugin's ratio from the target. The interval is the\n", maxStateFloorRatio)
+	fmt.Fprintln(w, "targets: median < host-local, no grpc/client-go in build info; x state floor is reported, not judged")
+	fmt.Fprintf(w, "x state floor 95%%: bootstrap interval of the ratio over the %d rounds (%d resamples of whole rounds). The interval is the\n", n, resamples)
 	fmt.Fprintln(w, "  spread within this run; it does not cover differences between runs, which only another run shows")
 	printStateFloorNote(w, floor, stateFloor)
 	if hl == 0 {
@@ -66,26 +60,21 @@ func printTable(w io.Writer, rows []row, n int) {
 	}
 }
 
-// printStateFloorNote says what the state rule alone costs, and what the
-// target leaves a plugin above it: the state floor does nothing but what
-// SPEC.md requires of every saved change, so no plugin can be faster
-// than it.
+// printStateFloorNote says what the state rule alone costs: the state
+// floor does nothing but what SPEC.md requires of every saved change, so
+// no plugin can be faster than it.
 func printStateFloorNote(w io.Writer, floor, stateFloor time.Duration) {
-	left := time.Duration((maxStateFloorRatio - 1) * float64(stateFloor))
 	fmt.Fprintf(w, "state floor: the floor plus only what SPEC.md requires of a saved change (boot id, flock, read, write, fsync, rename), %.2fx floor;\n",
 		float64(stateFloor)/float64(floor))
-	fmt.Fprintf(w, "  the %.2fx target leaves %s ms per ADD+DEL above it for configuration, discovery, allocation and encoding\n", maxStateFloorRatio, ms(left))
+	fmt.Fprintln(w, "  what a plugin takes above it is configuration, discovery, allocation and encoding")
 }
 
 // verdict judges a plugin row against the targets, naming each miss.
-func verdict(r row, stateFloor, hl time.Duration) string {
+func verdict(r row, hl time.Duration) string {
 	if r.kind != kindPlugin {
 		return "-"
 	}
 	var miss []string
-	if x := float64(r.p50) / float64(stateFloor); x > maxStateFloorRatio {
-		miss = append(miss, fmt.Sprintf("%.2fx state floor", x))
-	}
 	if hl > 0 && r.p50 >= hl {
 		miss = append(miss, "not below host-local")
 	}

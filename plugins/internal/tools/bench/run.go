@@ -40,16 +40,16 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	printTable(os.Stdout, rows, o.n)
-	if err := runBreakdown(ctx, root, tmp, o.n, stateFloorMedian(rows)); err != nil {
+	if err := runBreakdown(ctx, root, tmp, o.n, median(rows, kindHostLocal)); err != nil {
 		return err
 	}
 	return runContention(ctx, root, tmp, o.concurrent)
 }
 
 // runBreakdown prints where each plugin's ADD+DEL goes, so that a missed
-// target comes with its cause; stateFloor, the table's, sets the budget.
+// target comes with its cause; hostLocal, the table's, sets the budget.
 // Its state files are its own.
-func runBreakdown(ctx context.Context, root, tmp string, n int, stateFloor time.Duration) error {
+func runBreakdown(ctx context.Context, root, tmp string, n int, hostLocal time.Duration) error {
 	var plugins []phaseSubject
 	for _, p := range pluginCases() {
 		conf, err := dropIn(root, p.conf, filepath.Join(tmp, "phase-"+p.name), nil)
@@ -62,14 +62,15 @@ func runBreakdown(ctx context.Context, root, tmp string, n int, stateFloor time.
 	if err != nil {
 		return err
 	}
-	printBreakdown(os.Stdout, fl, stateFloor, rows, n)
+	printBreakdown(os.Stdout, fl, hostLocal, rows, n)
 	return nil
 }
 
-// stateFloorMedian is the state floor's median round trip in rows.
-func stateFloorMedian(rows []row) time.Duration {
+// median is the median round trip of the subject of kind k in rows, 0
+// when there is none (host-local that did not install).
+func median(rows []row, k kind) time.Duration {
 	for _, r := range rows {
-		if r.kind == kindStateFloor {
+		if r.kind == k {
 			return r.p50
 		}
 	}

@@ -1,4 +1,4 @@
-package plainjson
+package jsonread
 
 import (
 	"strconv"
@@ -27,6 +27,8 @@ func At(name string, err error) error { return at(name, err) }
 func AtIndex(i int, err error) error { return at("["+strconv.Itoa(i)+"]", err) }
 
 func at(step string, err error) error {
+	// Only a path at the top is extended: one wrapped inside another
+	// error belongs to that error's message.
 	pe, ok := err.(*PathError)
 	if !ok {
 		return &PathError{Path: step, Err: err}
