@@ -1,8 +1,9 @@
 // Package metrics holds the bridge's Prometheus collectors, on a registry
 // of their own (never the library's global one), and serves them. The
 // bridge's packages do not import it: they take plain observer functions
-// (node.Config.OnAllocate and OnRegister, discovery.Discoverer.OnExec),
-// which the command wires to the methods here.
+// (node.Config.OnAllocate, OnRegister and OnDeviceEvent,
+// discovery.Discoverer.OnExec), which the command wires to the methods
+// here.
 //
 // Every name starts with cdi_bridge_:
 //
@@ -17,6 +18,9 @@
 //     binary (VERSION, INFO, ADD, DEL, ...), from 1 ms to 30 s.
 //   - registrations_total{resource,result}: kubelet registration
 //     attempts, result "ok" or "failed".
+//   - device_event_to_kubelet_seconds: from a device directory event
+//     (a node plugged or unplugged) until each device list it changed
+//     was sent to the kubelet, 50 ms to a minute.
 //
 // plus the Go runtime's and the process's standard collectors.
 package metrics
