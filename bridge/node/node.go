@@ -16,6 +16,7 @@ import (
 	"github.com/cdiexec/cdi/bridge/instance"
 	"github.com/cdiexec/cdi/bridge/internal/fanout"
 	"github.com/cdiexec/cdi/bridge/internal/logrepeat"
+	"github.com/cdiexec/cdi/spec"
 )
 
 // Config is what a Node needs. Zero durations take their defaults.
@@ -55,6 +56,10 @@ type Config struct {
 	// resource, its level (LevelInstance, LevelConfiguration) and the
 	// result (ResultOK, ResultDenied, ResultFailed).
 	OnAllocate func(resource, level, result string)
+	// OnDeviceEvent, if set, is told, for each resource whose list a
+	// device event changed (a device node appeared or vanished), how
+	// long it took from the event until the list was sent to the kubelet.
+	OnDeviceEvent func(took time.Duration)
 }
 
 // DefaultMaxInstanceLevel is the default Config.MaxInstanceLevel: a
@@ -106,6 +111,9 @@ type Node struct {
 	plugins       *deviceplugin.Plugins // set by Run
 	// storeFailure keeps a store outage from logging every refresh.
 	storeFailure logrepeat.Failure
+	// eventAt is, per resource whose list a device event changed and
+	// that has not sent it yet, when the event was seen (OnDeviceEvent).
+	eventAt map[string]time.Time
 }
 
 // New returns a Node; Run starts it.
@@ -115,6 +123,7 @@ func New(cfg Config) *Node {
 		alloc: &Allocator{Store: cfg.Store, Timeout: cfg.ExecTimeout, Prefix: cfg.Domain, Logger: cfg.Logger},
 		pools: map[string]discovery.Pool{}, instances: map[string]instance.Instance{},
 		running: map[string]bool{}, registered: map[string]bool{}, poolLevelOnly: map[string]bool{},
+		eventAt: map[string]time.Time{},
 	}
 }
 
@@ -157,6 +166,9 @@ func (n *Node) onRegister(resource string, err error) {
 func (n *Node) Run(ctx context.Context) error {
 	n.plugins = &deviceplugin.Plugins{Dir: n.cfg.DevicePluginDir, Logger: n.cfg.Logger, PollInterval: n.cfg.KubeletPoll,
 		OnRegister: n.onRegister}
+	// Discovery asks the node whether a device that vanished is still
+	// held, since only the node knows the store's slots.
+	n.cfg.Discoverer.Keep = n.holds
 	changes, cancel := n.cfg.Store.Changes()
 	defer cancel()
 	var wg sync.WaitGroup
@@ -174,7 +186,7 @@ func (n *Node) Run(ctx context.Context) error {
 		}
 	}()
 	n.cfg.Discoverer.Run(ctx, orDefault(n.cfg.DiscoveryPeriod, time.Minute), orDefault(n.cfg.DropInPoll, time.Second),
-		func(pools []discovery.Pool) { n.publish(ctx, pools) })
+		func(u discovery.Update) { n.publish(ctx, u) })
 	// Plugins.Run returns once the plugins' empty lists went out and
 	// their sockets were removed.
 	wg.Wait()
@@ -187,7 +199,12 @@ func (n *Node) Run(ctx context.Context) error {
 // The views are rebuilt even when the store does not answer, over the
 // Instances last read: a new discovery (publish) must reach the streams
 // whatever the store does.
-func (n *Node) refresh(ctx context.Context) {
+func (n *Node) refresh(ctx context.Context) { n.refreshAfter(ctx, time.Time{}) }
+
+// refreshAfter is refresh for a discovery that answers a device event
+// seen at event (zero for none): the resources whose lists it changes
+// are timed from then until they are sent (OnDeviceEvent).
+func (n *Node) refreshAfter(ctx context.Context, event time.Time) {
 	n.refreshMu.Lock()
 	defer n.refreshMu.Unlock()
 	all, err := n.cfg.Store.List(ctx)
@@ -204,8 +221,44 @@ func (n *Node) refresh(ctx context.Context) {
 		}
 	}
 	changed := n.rebuildViews()
+	if !event.IsZero() && n.cfg.OnDeviceEvent != nil {
+		for _, res := range changed {
+			if _, ok := n.eventAt[res]; !ok {
+				n.eventAt[res] = event
+			}
+		}
+	}
 	n.mu.Unlock()
 	n.streams.Notify(changed...)
+}
+
+// sent is told that resource's stream sent the kubelet a list; the first
+// after a device event changed it ends that event's time.
+func (n *Node) sent(resource string) {
+	n.mu.Lock()
+	at, ok := n.eventAt[resource]
+	delete(n.eventAt, resource)
+	n.mu.Unlock()
+	if ok {
+		n.cfg.OnDeviceEvent(time.Since(at))
+	}
+}
+
+// holds says whether a container on this node holds a slot of pool's
+// device dev (discovery.Discoverer.Keep), as the store last told.
+func (n *Node) holds(pool string, dev spec.DeviceInfo) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	in, ok := n.instances[instance.Name(pool, dev.ID, n.cfg.NodeName, dev.Shared)]
+	if !ok {
+		return false
+	}
+	for _, v := range in.Usage {
+		if u, err := instance.ParseUsage(v); err == nil && u.Kind != instance.Free && u.Node == n.cfg.NodeName {
+			return true
+		}
+	}
+	return false
 }
 
 // pool returns the served pool of that name.
