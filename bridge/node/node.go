@@ -114,6 +114,10 @@ type Node struct {
 	// eventAt is, per resource whose list a device event changed and
 	// that has not sent it yet, when the event was seen (OnDeviceEvent).
 	eventAt map[string]time.Time
+	// poolsEvent is the device event the pools were last published for,
+	// until the views are next built: that build, whichever refresh makes
+	// it (a store change may come first), holds the pools' changes.
+	poolsEvent time.Time
 }
 
 // New returns a Node; Run starts it.
@@ -199,12 +203,7 @@ func (n *Node) Run(ctx context.Context) error {
 // The views are rebuilt even when the store does not answer, over the
 // Instances last read: a new discovery (publish) must reach the streams
 // whatever the store does.
-func (n *Node) refresh(ctx context.Context) { n.refreshAfter(ctx, time.Time{}) }
-
-// refreshAfter is refresh for a discovery that answers a device event
-// seen at event (zero for none): the resources whose lists it changes
-// are timed from then until they are sent (OnDeviceEvent).
-func (n *Node) refreshAfter(ctx context.Context, event time.Time) {
+func (n *Node) refresh(ctx context.Context) {
 	n.refreshMu.Lock()
 	defer n.refreshMu.Unlock()
 	all, err := n.cfg.Store.List(ctx)
@@ -221,13 +220,14 @@ func (n *Node) refreshAfter(ctx context.Context, event time.Time) {
 		}
 	}
 	changed := n.rebuildViews()
-	if !event.IsZero() && n.cfg.OnDeviceEvent != nil {
+	if !n.poolsEvent.IsZero() && n.cfg.OnDeviceEvent != nil {
 		for _, res := range changed {
 			if _, ok := n.eventAt[res]; !ok {
-				n.eventAt[res] = event
+				n.eventAt[res] = n.poolsEvent
 			}
 		}
 	}
+	n.poolsEvent = time.Time{}
 	n.mu.Unlock()
 	n.streams.Notify(changed...)
 }

@@ -35,7 +35,7 @@ func (n *Node) publish(ctx context.Context, u discovery.Update) {
 			gone = append(gone, name)
 		}
 	}
-	n.pools, n.cdiNamed = next, named
+	n.pools, n.cdiNamed, n.poolsEvent = next, named, u.Event
 	n.ready = true
 	n.mu.Unlock()
 	for _, name := range gone {
@@ -43,7 +43,7 @@ func (n *Node) publish(ctx context.Context, u discovery.Update) {
 			n.log().Error("recording a vanished pool", "pool", name, "error", err)
 		}
 	}
-	n.refreshAfter(ctx, u.Event)
+	n.refresh(ctx)
 	n.reconcilePlugins(ctx)
 }
 
