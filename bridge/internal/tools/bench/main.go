@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"time"
 )
 
 func main() {
@@ -26,7 +27,11 @@ func main() {
 	flag.IntVar(&o.sim.claims, "sim-claims", 500, "claims in the cluster simulation (at most 3/4 of the slots)")
 	flag.IntVar(&o.sim.capacity, "sim-capacity", 4, "slots per shared Instance in the cluster simulation")
 	flag.IntVar(&o.sim.inFlight, "sim-inflight", 8, "claims under way at once in the cluster simulation")
-	flag.StringVar(&o.only, "only", "", `run one part alone: "cluster" for the cluster simulation`)
+	flag.StringVar(&o.only, "only", "", `run one part alone: "cluster" for the cluster simulation, "hotplug" for devices coming and going`)
+	// 30 s, not the minute the figure is given per: the bench is long
+	// enough, and each window holds the same work (the drop-in poll every
+	// second; no period discovery, whose minute has not come).
+	flag.DurationVar(&o.idle, "idle", 30*time.Second, "window of each idle CPU measurement, without and with the device watch")
 	flag.Parse()
 	if o.rounds < 1 || o.scaleCapacity < 1 || o.scaleRuns < 1 || o.raceRounds < 1 {
 		fmt.Fprintln(os.Stderr, "bridge bench: -n, -capacity, -starts and -race must be at least 1")
@@ -36,8 +41,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bridge bench:", err)
 		os.Exit(2)
 	}
-	if o.only != "" && o.only != onlyCluster {
-		fmt.Fprintf(os.Stderr, "bridge bench: -only %q: the one part that runs alone is %q\n", o.only, onlyCluster)
+	if o.only != "" && o.only != onlyCluster && o.only != onlyHotplug {
+		fmt.Fprintf(os.Stderr, "bridge bench: -only %q: the parts that run alone are %q and %q\n", o.only, onlyCluster, onlyHotplug)
+		os.Exit(2)
+	}
+	if o.idle < time.Second {
+		fmt.Fprintln(os.Stderr, "bridge bench: -idle must be at least a second")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)

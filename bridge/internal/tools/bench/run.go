@@ -26,11 +26,17 @@ type options struct {
 	kube          bool // the parts that need a real API server
 	sim           clusterOptions
 	// only names the one part to run: "" for every part, onlyCluster for
-	// the cluster simulation alone (no binaries are built for it).
+	// the cluster simulation alone (no binaries are built for it),
+	// onlyHotplug for the hotplug part alone.
 	only string
+	// idle is the window the idle CPU is measured over.
+	idle time.Duration
 }
 
-const onlyCluster = "cluster"
+const (
+	onlyCluster = "cluster"
+	onlyHotplug = "hotplug"
+)
 
 // bench is one run: where it writes and what it built.
 type bench struct {
@@ -65,7 +71,17 @@ func run(ctx context.Context, o options, out, log io.Writer) error {
 	if err := build(ctx, b.root, b.bin); err != nil {
 		return err
 	}
+	if o.only == onlyHotplug {
+		if err := b.hotplug(ctx); err != nil {
+			return err
+		}
+		b.progress("done in %v", time.Since(start).Round(time.Second))
+		return nil
+	}
 	if err := b.scale(ctx); err != nil {
+		return err
+	}
+	if err := b.hotplug(ctx); err != nil {
 		return err
 	}
 	env, err := b.api(ctx)
