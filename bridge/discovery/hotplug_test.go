@@ -352,3 +352,30 @@ func TestInotifyEvents(t *testing.T) {
 		}
 	}
 }
+
+// A Watcher that closes its channels ends the watch, once, and the
+// period goes on discovering.
+func TestRunOutlivesAClosedWatch(t *testing.T) {
+	root := ttyRoot(t, 41)
+	confDir := t.TempDir()
+	writeConf(t, confDir, "tty", "generic", "generic-tty", map[string]any{"root": root, "stateDir": t.TempDir(), "num_system_reserved": 40})
+	f := newFakeWatcher()
+	close(f.events)
+	close(f.errs)
+	var mu sync.Mutex
+	var log bytes.Buffer
+	d := &Discoverer{ConfDir: confDir, PluginDirs: []string{pluginDir}, Watch: f,
+		Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &log}, nil))}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	updates := make(chan Update, 100)
+	go func() { defer close(done); d.Run(ctx, 20*time.Millisecond, time.Hour, func(u Update) { updates <- u }) }()
+	defer func() { cancel(); <-done }()
+	plug(t, root, "tty42")
+	awaitUpdate(t, updates, func(u Update) bool { return describeDevices(u.Pools) == "tty41,tty42" })
+	mu.Lock()
+	defer mu.Unlock()
+	if n := strings.Count(log.String(), "the device watch ended"); n != 1 {
+		t.Errorf("%d lines saying the watch ended, want 1:\n%s", n, log.String())
+	}
+}

@@ -34,6 +34,7 @@ func (d *Discoverer) Run(ctx context.Context, period, poll time.Duration, publis
 	w := &worker{d: d, ctx: ctx, publish: publish, rescan: make(chan []string, 1)}
 	if d.Watch != nil {
 		w.watch = newDevWatch(d.Watch, d.log())
+		w.events, w.errs = d.Watch.Events(), d.Watch.Errors()
 		defer d.Watch.Close()
 	}
 	w.start(func() { w.seen = Fingerprint(d.ConfDir); w.discover(nil, time.Time{}, false) })
@@ -53,15 +54,19 @@ func (d *Discoverer) Run(ctx context.Context, period, poll time.Duration, publis
 			}
 		case <-check.C:
 			w.start(w.checkDropIns)
-		case path, ok := <-w.watchEvents():
-			if ok {
-				ev.add(w.watch.concerned(path), time.Now())
+		case path, ok := <-w.events:
+			if !ok {
+				w.watchEnded()
+				continue
 			}
-		case err, ok := <-w.watchErrors():
-			if ok {
-				d.log().Warn("device watch: discovering every watched drop-in", "error", err)
-				ev.add(w.watch.all(), time.Now())
+			ev.add(w.watch.concerned(path), time.Now())
+		case err, ok := <-w.errs:
+			if !ok {
+				w.watchEnded()
+				continue
 			}
+			d.log().Warn("device watch: discovering every watched drop-in", "error", err)
+			ev.add(w.watch.all(), time.Now())
 		case dropIns := <-w.rescan:
 			ev.add(dropIns, time.Time{})
 		case <-ev.due():
@@ -79,8 +84,11 @@ type worker struct {
 	d       *Discoverer
 	ctx     context.Context
 	publish func(Update)
-	// watch is nil without a Watcher.
-	watch *devWatch
+	// watch is nil without a Watcher; events and errs are its channels,
+	// nil without one or once it closed them.
+	watch  *devWatch
+	events <-chan string
+	errs   <-chan error
 	// rescan carries, from a job to Run's loop, the drop-ins that need
 	// one more INFO since a directory of theirs was watched only now.
 	rescan chan []string
@@ -139,18 +147,14 @@ func (w *worker) idle(ready bool) <-chan struct{} {
 	return w.running
 }
 
-func (w *worker) watchEvents() <-chan string {
-	if w.watch == nil {
-		return nil
+// watchEnded stops listening to a Watcher that closed its channels
+// (which only Close should do): a closed channel would wake Run's loop
+// for ever. Devices then come and go at the period.
+func (w *worker) watchEnded() {
+	if w.events != nil || w.errs != nil {
+		w.d.log().Error("the device watch ended; devices come and go at the discovery period")
 	}
-	return w.watch.w.Events()
-}
-
-func (w *worker) watchErrors() <-chan error {
-	if w.watch == nil {
-		return nil
-	}
-	return w.watch.w.Errors()
+	w.events, w.errs = nil, nil
 }
 
 // discover runs INFO for dropIns, or for every drop-in when nil, brings
