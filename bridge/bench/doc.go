@@ -19,6 +19,17 @@
 //     plugins: from the process start until every plugin is registered
 //     and has sent its complete list, then VmRSS and VmHWM from
 //     /proc/<pid>/status, against the same binary serving one endpoint;
+//   - hotplug (hotplug_test.go, idle_test.go): 100 terminals (empty files under a
+//     root of the rig's own) made at once, then removed at once, under a
+//     node.Node with the real inotify watch and a discovery period of an
+//     hour: the INFO runs of the drop-in each burst cost (goal at most 2)
+//     and the time from the first change until the kubelet side had
+//     every list it changed, the pool's and each device's own (goal under
+//     a second); then the CPU the cdi-bridge binary serving 100 terminals
+//     uses while nothing changes, with --watch-devices=false (polling
+//     only, the floor) and true, twice each in turn, over -idle (30 s, a
+//     shortened minute; goal: no more than the floor). -only=hotplug
+//     runs it alone;
 //   - the Kubernetes store (a real etcd and kube-apiserver, as
 //     bridge/internal/testing/apitest runs them for the tests): the same Allocate
 //     latencies against the local store's, its API writes per allocation,
@@ -41,8 +52,9 @@
 //
 //	go test -run '^$' -bench '^BenchmarkBridge$' -benchtime 1x ./bridge/bench
 //
-// with -rounds, -devices, -capacity, -starts, -race-rounds and -kube to
-// size it (flags of the test binary: BENCH="-rounds 50" for make);
+// with -rounds, -devices, -capacity, -starts, -race-rounds, -kube and
+// -idle to size it, and -only=hotplug to run that part alone (flags of
+// the test binary: BENCH="-only=hotplug" for make);
 // progress goes to stderr, the tables to stdout. Without etcd
 // (Debian's etcd-server) the kube store's parts are reported as skipped,
 // unless the CI environment variable is set, when the run fails. Then

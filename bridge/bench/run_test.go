@@ -24,7 +24,14 @@ type options struct {
 	raceRounds    int
 	raceNodes     []int
 	kube          bool // the parts that need a real API server
+	// only names the one part to run: "" for every part, onlyHotplug for
+	// the hotplug part alone.
+	only string
+	// idle is the window the idle CPU is measured over.
+	idle time.Duration
 }
+
+const onlyHotplug = "hotplug"
 
 // bench is one run: where it writes and what it built.
 type bench struct {
@@ -56,7 +63,17 @@ func run(ctx context.Context, o options, out, log io.Writer) error {
 	if err := build(ctx, b.root, b.bin); err != nil {
 		return err
 	}
+	if o.only == onlyHotplug {
+		if err := b.hotplug(ctx); err != nil {
+			return err
+		}
+		b.progress("done in %v", time.Since(start).Round(time.Second))
+		return nil
+	}
 	if err := b.scale(ctx); err != nil {
+		return err
+	}
+	if err := b.hotplug(ctx); err != nil {
 		return err
 	}
 	env, err := b.api(ctx)

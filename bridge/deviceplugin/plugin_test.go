@@ -386,7 +386,7 @@ func TestDueLooksUpSocketsTheListingLacks(t *testing.T) {
 	}
 	ps := &Plugins{Dir: dir}
 	ps.init()
-	reg := &registration{sock: sock, srv: newServer(&fakeHandler{}, false)}
+	reg := &registration{sock: sock, srv: newServer(Spec{Handler: &fakeHandler{}})}
 	ps.plugins["cdi.example.com/cam"] = &plugin{Spec: Spec{Resource: "cdi.example.com/cam"}, reg: reg}
 	w := &watcher{ps: ps}
 	if due := w.due(false, map[string]bool{}); len(due) != 0 {

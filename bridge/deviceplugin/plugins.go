@@ -16,6 +16,10 @@ type Spec struct {
 	Handler  Handler
 	// Preferred advertises GetPreferredAllocation.
 	Preferred bool
+	// Sent, if set, is called after every list a ListAndWatch stream
+	// sent, the empty one at stop included: the moment the kubelet has
+	// it.
+	Sent func()
 }
 
 // Plugins serves device plugins to the kubelet of one device-plugin

@@ -86,7 +86,7 @@ func (c *kubeletConn) registration(ctx context.Context, spec Spec, dir string) (
 		_ = lis.Close()
 		return nil, fmt.Errorf("socket %s: %w", sock, err)
 	}
-	reg := &registration{sock: sock, g: grpc.NewServer(serverOptions()...), srv: newServer(spec.Handler, spec.Preferred)}
+	reg := &registration{sock: sock, g: grpc.NewServer(serverOptions()...), srv: newServer(spec)}
 	pluginapi.RegisterDevicePluginServer(reg.g, reg.srv)
 	go func() { _ = reg.g.Serve(lis) }()
 	if err := c.register(ctx, spec, filepath.Base(sock)); err != nil {

@@ -33,6 +33,7 @@ type server struct {
 	pluginapi.UnimplementedDevicePluginServer
 	handler   Handler
 	preferred bool
+	sent      func() // Spec.Sent; nil for none
 	// streams counts open ListAndWatch streams and closed says when the
 	// last one ended; done ends them all with an empty list.
 	mu      sync.Mutex
@@ -41,8 +42,15 @@ type server struct {
 	done    chan struct{}
 }
 
-func newServer(h Handler, preferred bool) *server {
-	return &server{handler: h, preferred: preferred, done: make(chan struct{})}
+func newServer(spec Spec) *server {
+	return &server{handler: spec.Handler, preferred: spec.Preferred, sent: spec.Sent, done: make(chan struct{})}
+}
+
+// told tells Spec.Sent that a list went out.
+func (s *server) told() {
+	if s.sent != nil {
+		s.sent()
+	}
 }
 
 func (s *server) GetDevicePluginOptions(context.Context, *pluginapi.Empty) (*pluginapi.DevicePluginOptions, error) {
@@ -68,6 +76,7 @@ func (s *server) ListAndWatch(_ *pluginapi.Empty, stream pluginapi.DevicePlugin_
 			if err := stream.Send(&pluginapi.ListAndWatchResponse{Devices: toAPI(devs)}); err != nil {
 				return err
 			}
+			s.told()
 			last = devs
 		}
 		select {
@@ -75,7 +84,11 @@ func (s *server) ListAndWatch(_ *pluginapi.Empty, stream pluginapi.DevicePlugin_
 		case <-stream.Context().Done():
 			return nil
 		case <-s.done:
-			return stream.Send(&pluginapi.ListAndWatchResponse{Devices: []*pluginapi.Device{}})
+			if err := stream.Send(&pluginapi.ListAndWatchResponse{Devices: []*pluginapi.Device{}}); err != nil {
+				return err
+			}
+			s.told()
+			return nil
 		}
 	}
 }

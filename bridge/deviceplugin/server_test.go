@@ -76,3 +76,35 @@ func TestListAndWatchSendsOnlyChanges(t *testing.T) {
 		t.Errorf("sent %q, want the first list and the change only", got)
 	}
 }
+
+// Spec.Sent is told of every list that went out, the empty one at stop
+// included, and of no signal that sent nothing: it is the moment the
+// kubelet has the list.
+func TestListAndWatchTellsSent(t *testing.T) {
+	h := &countingHandler{reads: make(chan struct{}, 10)}
+	h.set(Device{ID: "a", Healthy: true})
+	var mu sync.Mutex
+	told := 0
+	s := newServer(Spec{Handler: h, Sent: func() { mu.Lock(); told++; mu.Unlock() }})
+	stream := &recordingStream{ctx: context.Background()}
+	done := make(chan error, 1)
+	go func() { done <- s.ListAndWatch(&pluginapi.Empty{}, stream) }()
+	for _, healthy := range []bool{true, true, false} {
+		select {
+		case <-h.reads:
+		case <-time.After(wait):
+			t.Fatal("the stream did not read the list")
+		}
+		h.set(Device{ID: "a", Healthy: healthy})
+	}
+	<-h.reads
+	close(s.done)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if sent := len(stream.lists()); told != sent || sent != 3 {
+		t.Errorf("Sent told %d times for %d lists (%q), want 3 and 3", told, sent, stream.lists())
+	}
+}

@@ -30,6 +30,10 @@ type Pool struct {
 	// Err is the last INFO failure; Devices are then the previous run's,
 	// all unhealthy.
 	Err error
+	// Vanished names the devices, by id, that the plugin no longer lists
+	// but that are kept among Devices, unhealthy, because Keep said so
+	// (a container holds them).
+	Vanished map[string]bool
 }
 
 // Discoverer runs discovery. Set the fields before the first call; it is
@@ -57,8 +61,22 @@ type Discoverer struct {
 	// (ExecOK, ExecError, ExecFailed).
 	OnExec func(plugin, command, result string, took time.Duration)
 	Logger *slog.Logger
+	// Keep, if set, says whether a device of a pool that its plugin no
+	// longer lists stays among the pool's devices, unhealthy: the node
+	// keeps one that a container holds, so that the container's CDI name
+	// still resolves. Without it a vanished device goes at once.
+	Keep func(pool string, dev spec.DeviceInfo) bool
+	// Watch, if set, tells Run of changes in the device directories, so
+	// that a device plugged or unplugged is discovered within Debounce
+	// instead of at the next period. Run closes it when it returns.
+	Watch Watcher
+	// Debounce is how long Run waits after a device event for more
+	// before it runs INFO (0: DefaultDebounce), so that a burst of them
+	// is one INFO per drop-in.
+	Debounce time.Duration
 
-	last map[string]Pool
+	// results is the last run of each drop-in, by file.
+	results map[string]dropInResult
 	// skips is what the last Discover skipped; mu guards it, since
 	// Skipped is called from other goroutines (health, metrics).
 	mu    sync.Mutex
@@ -104,10 +122,33 @@ func (d *Discoverer) Skipped() []Skip {
 	return slices.Clone(d.skips)
 }
 
+// dropInResult is what one drop-in's last INFO gave.
+type dropInResult struct {
+	pools []Pool
+	skips []Skip
+	dirs  watchSet
+}
+
 // Discover loads the drop-ins and runs INFO on each. Drop-ins that do not
 // load or whose plugin is missing are logged and skipped; the error is
 // non-nil only when the drop-in directory itself cannot be read.
 func (d *Discoverer) Discover(ctx context.Context) ([]Pool, error) {
+	return d.discover(ctx, nil)
+}
+
+// DiscoverDropIns is Discover with INFO run only for the drop-ins of
+// those files (and for any drop-in not discovered before): every other
+// drop-in's pools are its last run's.
+func (d *Discoverer) DiscoverDropIns(ctx context.Context, paths []string) ([]Pool, error) {
+	only := make(map[string]bool, len(paths))
+	for _, p := range paths {
+		only[p] = true
+	}
+	return d.discover(ctx, only)
+}
+
+// discover runs INFO for the drop-ins in only, or for all when only is nil.
+func (d *Discoverer) discover(ctx context.Context, only map[string]bool) ([]Pool, error) {
 	confs, err := d.loadAll()
 	var dirErr *confDirError
 	if errors.As(err, &dirErr) {
@@ -120,12 +161,20 @@ func (d *Discoverer) Discover(ctx context.Context) ([]Pool, error) {
 			skips = append(skips, Skip{Reason: e.Error()})
 		}
 	}
+	results := make(map[string]dropInResult, len(confs))
+	for _, c := range confs {
+		r, ok := d.results[c.Path]
+		if !ok || only == nil || only[c.Path] {
+			r = d.discoverConf(ctx, c)
+		}
+		results[c.Path] = r
+	}
+	d.results = results
 	next := map[string]Pool{}
 	clashed := map[string]bool{}
 	for _, c := range confs {
-		pools, skip := d.discoverConf(ctx, c)
-		skips = append(skips, skip...)
-		for _, p := range pools {
+		skips = append(skips, results[c.Path].skips...)
+		for _, p := range results[c.Path].pools {
 			if other, ok := next[p.Name]; ok || clashed[p.Name] {
 				skips = append(skips, d.refuseClash(p, other)...)
 				delete(next, p.Name)
@@ -135,11 +184,19 @@ func (d *Discoverer) Discover(ctx context.Context) ([]Pool, error) {
 			next[p.Name] = p
 		}
 	}
-	d.last = next
 	d.mu.Lock()
 	d.skips = skips
 	d.mu.Unlock()
 	return sortedPools(next), nil
+}
+
+// watchSets is where each drop-in of the last run looks for devices.
+func (d *Discoverer) watchSets() map[string]watchSet {
+	out := make(map[string]watchSet, len(d.results))
+	for path, r := range d.results {
+		out[path] = r.dirs
+	}
+	return out
 }
 
 // leaves flattens the errors joined in err (errors.Join, nested).
@@ -172,17 +229,18 @@ func (d *Discoverer) refuseClash(p, other Pool) []Skip {
 	return skips
 }
 
-func (d *Discoverer) discoverConf(ctx context.Context, c *invoke.Conf) ([]Pool, []Skip) {
+func (d *Discoverer) discoverConf(ctx context.Context, c *invoke.Conf) dropInResult {
 	p, err := invoke.NewPlugin(c, d.PluginDirs)
 	if err != nil {
 		d.log().Error("drop-in skipped", "dropIn", c.Path, "error", err)
-		return nil, []Skip{{DropIn: c.Path, Reason: err.Error()}}
+		return dropInResult{skips: []Skip{{DropIn: c.Path, Reason: err.Error()}}}
 	}
 	p.Exec, p.Timeout, p.CDIVersion = d.exec(), d.Timeout, spec.Version010
+	prev, seen := d.results[c.Path]
 	info, err := p.Info(ctx)
 	if err != nil {
 		d.log().Error("INFO failed; keeping the devices last seen, unhealthy", "dropIn", c.Path, "error", err)
-		return d.stale(c, p, err), nil
+		return dropInResult{pools: stale(prev.pools, p, err), dirs: prev.dirs}
 	}
 	var skips []Skip
 	devices := info.Devices
@@ -210,17 +268,21 @@ func (d *Discoverer) discoverConf(ctx context.Context, c *invoke.Conf) ([]Pool, 
 		}
 		pools = append(pools, Pool{Name: name, Resource: res, Conf: c, Plugin: p, Devices: devs})
 	}
-	return pools, skips
+	if seen {
+		pools = d.carry(c, p, prev.pools, pools)
+	}
+	var all []spec.DeviceInfo
+	for _, pl := range pools {
+		all = append(all, pl.Devices...)
+	}
+	return dropInResult{pools: pools, skips: skips, dirs: watchDirs(c, all)}
 }
 
-// stale returns the pools of drop-in c from the previous run, with every
-// device unhealthy and err recorded.
-func (d *Discoverer) stale(c *invoke.Conf, p *invoke.Plugin, err error) []Pool {
+// stale returns a drop-in's pools of the previous run, with every device
+// unhealthy and err recorded.
+func stale(prev []Pool, p *invoke.Plugin, err error) []Pool {
 	var pools []Pool
-	for _, old := range d.last {
-		if old.Conf.Path != c.Path {
-			continue
-		}
+	for _, old := range prev {
 		devs := make([]spec.DeviceInfo, len(old.Devices))
 		for i, dev := range old.Devices {
 			dev.Healthy = false

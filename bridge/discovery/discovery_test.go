@@ -120,7 +120,7 @@ func discoveredAfter(t *testing.T, d *Discoverer, change func()) []Pool {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	results := make(chan []Pool, 10)
-	go d.Run(ctx, time.Hour, 20*time.Millisecond, func(p []Pool) { results <- p })
+	go d.Run(ctx, time.Hour, 20*time.Millisecond, func(u Update) { results <- u.Pools })
 	if got := <-results; len(got) != 3 {
 		t.Fatalf("first run: %v", names(got))
 	}
@@ -258,7 +258,7 @@ func TestRunDoesNotWaitForABlockedDiscovery(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	returned := make(chan struct{})
 	go func() {
-		d.Run(ctx, time.Hour, time.Hour, func([]Pool) { t.Error("a blocked discovery published") })
+		d.Run(ctx, time.Hour, time.Hour, func(Update) { t.Error("a blocked discovery published") })
 		close(returned)
 	}()
 	<-started
@@ -292,7 +292,7 @@ func TestRunLogsAStuckDiscoveryOnce(t *testing.T) {
 			t.Errorf("Health of a discovery stuck for 100 ms, deadline 20 ms: %v", err)
 		}
 	}()
-	d.Run(ctx, 10*time.Millisecond, time.Hour, func([]Pool) {}) // a second start would close started twice and panic
+	d.Run(ctx, 10*time.Millisecond, time.Hour, func(Update) {}) // a second start would close started twice and panic
 	mu.Lock()
 	defer mu.Unlock()
 	if n := strings.Count(log.String(), "discovery stuck"); n != 1 {

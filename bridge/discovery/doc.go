@@ -4,8 +4,24 @@
 // turns each pool into a Configuration-level resource and each device into
 // an Instance.
 //
-// Discovery runs at start, on a period and whenever the drop-in folder
-// changes. A plugin that fails INFO does not make its devices vanish (that
-// would withdraw resources from the kubelet on a transient error): they are
+// Discovery runs at start, on a period, whenever the drop-in folder
+// changes, and, with a Watcher (inotify through fsnotify in the bridge),
+// whenever a device directory changes: <root>/dev of every drop-in's root
+// arg and each directory its devices' nodes live in (/dev/dri, /dev/snd).
+// A device event runs INFO for the drop-ins that look in that directory
+// only, after Debounce of quiet, so that the burst of events udev makes
+// for a device, or for a hub of them, is one INFO per drop-in. The period
+// stays: it is how network endpoints, whose drop-ins are not watched, and
+// a directory that cannot be watched (too many watches, gone) are
+// rediscovered; such a directory is logged once.
+//
+// A plugin that fails INFO does not make its devices vanish (that would
+// withdraw resources from the kubelet on a transient error): they are
 // kept from the previous run and reported unhealthy until INFO succeeds.
+// A device that INFO no longer lists is logged once as vanished and goes,
+// unless Keep says a container holds it: it then stays among its pool's
+// devices, unhealthy, so that its Instance, its CDI name and its slots
+// stay, until Keep lets it go or INFO lists it again under the same id,
+// healthy. A device's id must therefore stay the same across unplug and
+// replug (SPEC.md, Section 8).
 package discovery

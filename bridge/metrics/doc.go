@@ -1,10 +1,10 @@
 // Package metrics holds the bridge's Prometheus collectors, on a registry
 // of their own (never the library's global one), and serves them. The
 // bridge's packages report through plain observer functions
-// (node.Config.OnAllocate and OnRegister, discovery.Discoverer.OnExec)
-// and gauge sources (node.Node.Usage, discovery.Discoverer.Skipped, the
-// Instance store's staleness), which the command wires to the methods
-// here. Only node imports this package, for the PoolUsage that Usage
+// (node.Config.OnAllocate, OnRegister and OnDeviceEvent,
+// discovery.Discoverer.OnExec) and gauge sources (node.Node.Usage,
+// discovery.Discoverer.Skipped, the Instance store's staleness), which the
+// command wires to the methods here. Only node imports this package, for the PoolUsage that Usage
 // returns; the others do not know it.
 //
 // Every name starts with cdi_bridge_:
@@ -28,6 +28,9 @@
 //   - store_stale_seconds: how long the Instance store's view has been
 //     behind the API server; 0 when current.
 //   - build_info{version}: always 1.
+//   - device_event_to_kubelet_seconds: from a device directory event
+//     (a node plugged or unplugged) until each device list it changed
+//     was sent to the kubelet, 50 ms to a minute.
 //
 // plus the Go runtime's and the process's standard collectors.
 package metrics

@@ -18,12 +18,21 @@ func execBuckets() []float64 {
 	return []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
 }
 
+// eventBuckets are the device event latency buckets, in seconds: the
+// debounce (100 ms by default) and an INFO make most of it, the target is
+// a second, and the discovery period (a minute) is where a missed event
+// ends up.
+func eventBuckets() []float64 {
+	return []float64{.05, .1, .15, .2, .3, .5, .75, 1, 2, 5, 15, 60}
+}
+
 // Metrics is the bridge's collectors and the registry they are on.
 type Metrics struct {
 	Registry      *prometheus.Registry
 	allocations   *prometheus.CounterVec
 	exec          *prometheus.HistogramVec
 	registrations *prometheus.CounterVec
+	deviceEvents  prometheus.Histogram
 }
 
 // New returns the collectors registered on a fresh registry, with
@@ -44,13 +53,18 @@ func New(version string) *Metrics {
 			Namespace: namespace, Name: "registrations_total",
 			Help: "Device plugin registrations with the kubelet, by resource and result (ok, failed).",
 		}, []string{"resource", "result"}),
+		deviceEvents: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "device_event_to_kubelet_seconds",
+			Help:    "Time from a device directory event (a device node appeared or vanished) until the kubelet was sent each device list it changed.",
+			Buckets: eventBuckets(),
+		}),
 	}
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "build_info", Help: "Always 1; the version label is the running build.",
 		ConstLabels: prometheus.Labels{"version": version},
 	})
 	buildInfo.Set(1)
-	m.Registry.MustRegister(m.allocations, m.exec, m.registrations, buildInfo,
+	m.Registry.MustRegister(m.allocations, m.exec, m.registrations, m.deviceEvents, buildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -72,6 +86,12 @@ func (m *Metrics) Registration(resource string, err error) {
 		result = "failed"
 	}
 	m.registrations.WithLabelValues(resource, result).Inc()
+}
+
+// DeviceEvent records the time from a device event until a list it
+// changed reached the kubelet.
+func (m *Metrics) DeviceEvent(took time.Duration) {
+	m.deviceEvents.Observe(took.Seconds())
 }
 
 // SkippedDropIns exports count, how many drop-ins (or pools of one) the

@@ -113,3 +113,47 @@ func TestBuildInfo(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func TestDeviceEventHistogram(t *testing.T) {
+	tests := []struct {
+		name  string
+		took  []time.Duration
+		count int
+		// underSecond is how many of them are in the le="1" bucket.
+		underSecond int
+	}{
+		{"none", nil, 0, 0},
+		{"fast and one at the period", []time.Duration{120 * time.Millisecond, 300 * time.Millisecond, 59 * time.Second}, 3, 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := New("test")
+			for _, d := range tc.took {
+				m.DeviceEvent(d)
+			}
+			if got := testutil.CollectAndCount(m.deviceEvents); got != 1 {
+				t.Fatalf("%d series, want 1", got)
+			}
+			families, err := m.Registry.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range families {
+				if f.GetName() != "cdi_bridge_device_event_to_kubelet_seconds" {
+					continue
+				}
+				h := f.GetMetric()[0].GetHistogram()
+				if int(h.GetSampleCount()) != tc.count {
+					t.Errorf("count %d, want %d", h.GetSampleCount(), tc.count)
+				}
+				for _, b := range h.GetBucket() {
+					if b.GetUpperBound() == 1 && int(b.GetCumulativeCount()) != tc.underSecond {
+						t.Errorf("under a second: %d, want %d", b.GetCumulativeCount(), tc.underSecond)
+					}
+				}
+				return
+			}
+			t.Error("cdi_bridge_device_event_to_kubelet_seconds is not gathered")
+		})
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/cdiexec/cdi/bridge/instance"
 	"github.com/cdiexec/cdi/bridge/internal/fanout"
 	"github.com/cdiexec/cdi/bridge/internal/logrepeat"
+	"github.com/cdiexec/cdi/spec"
 )
 
 // Config is what a Node needs. Zero durations take their defaults.
@@ -55,6 +56,10 @@ type Config struct {
 	// resource, its level (LevelInstance, LevelConfiguration) and the
 	// result (ResultOK, ResultDenied, ResultFailed).
 	OnAllocate func(resource, level, result string)
+	// OnDeviceEvent, if set, is told, for each resource whose list a
+	// device event changed (a device node appeared or vanished), how
+	// long it took from the event until the list was sent to the kubelet.
+	OnDeviceEvent func(took time.Duration)
 }
 
 // DefaultMaxInstanceLevel is the default Config.MaxInstanceLevel: a
@@ -106,6 +111,13 @@ type Node struct {
 	plugins       *deviceplugin.Plugins // set by Run
 	// storeFailure keeps a store outage from logging every refresh.
 	storeFailure logrepeat.Failure
+	// eventAt is, per resource whose list a device event changed and
+	// that has not sent it yet, when the event was seen (OnDeviceEvent).
+	eventAt map[string]time.Time
+	// poolsEvent is the device event the pools were last published for,
+	// until the views are next built: that build, whichever refresh makes
+	// it (a store change may come first), holds the pools' changes.
+	poolsEvent time.Time
 }
 
 // New returns a Node; Run starts it.
@@ -115,6 +127,7 @@ func New(cfg Config) *Node {
 		alloc: &allocator{Store: cfg.Store, Timeout: cfg.ExecTimeout, Prefix: cfg.Domain, Logger: cfg.Logger},
 		pools: map[string]discovery.Pool{}, instances: map[string]instance.Instance{},
 		running: map[string]bool{}, registered: map[string]bool{}, poolLevelOnly: map[string]bool{},
+		eventAt: map[string]time.Time{},
 	}
 }
 
@@ -157,6 +170,9 @@ func (n *Node) onRegister(resource string, err error) {
 func (n *Node) Run(ctx context.Context) error {
 	n.plugins = &deviceplugin.Plugins{Dir: n.cfg.DevicePluginDir, Logger: n.cfg.Logger, PollInterval: n.cfg.KubeletPoll,
 		OnRegister: n.onRegister}
+	// Discovery asks the node whether a device that vanished is still
+	// held, since only the node knows the store's slots.
+	n.cfg.Discoverer.Keep = n.holds
 	changes, cancel := n.cfg.Store.Changes()
 	defer cancel()
 	var wg sync.WaitGroup
@@ -174,7 +190,7 @@ func (n *Node) Run(ctx context.Context) error {
 		}
 	}()
 	n.cfg.Discoverer.Run(ctx, orDefault(n.cfg.DiscoveryPeriod, time.Minute), orDefault(n.cfg.DropInPoll, time.Second),
-		func(pools []discovery.Pool) { n.publish(ctx, pools) })
+		func(u discovery.Update) { n.publish(ctx, u) })
 	// Plugins.Run returns once the plugins' empty lists went out and
 	// their sockets were removed.
 	wg.Wait()
@@ -204,8 +220,45 @@ func (n *Node) refresh(ctx context.Context) {
 		}
 	}
 	changed := n.rebuildViews()
+	if !n.poolsEvent.IsZero() && n.cfg.OnDeviceEvent != nil {
+		for _, res := range changed {
+			if _, ok := n.eventAt[res]; !ok {
+				n.eventAt[res] = n.poolsEvent
+			}
+		}
+	}
+	n.poolsEvent = time.Time{}
 	n.mu.Unlock()
 	n.streams.Notify(changed...)
+}
+
+// sent is told that resource's stream sent the kubelet a list; the first
+// after a device event changed it ends that event's time.
+func (n *Node) sent(resource string) {
+	n.mu.Lock()
+	at, ok := n.eventAt[resource]
+	delete(n.eventAt, resource)
+	n.mu.Unlock()
+	if ok {
+		n.cfg.OnDeviceEvent(time.Since(at))
+	}
+}
+
+// holds says whether a container on this node holds a slot of pool's
+// device dev (discovery.Discoverer.Keep), as the store last told.
+func (n *Node) holds(pool string, dev spec.DeviceInfo) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	in, ok := n.instances[instance.Name(pool, dev.ID, n.cfg.NodeName, dev.Shared)]
+	if !ok {
+		return false
+	}
+	for _, v := range in.Usage {
+		if u, err := instance.ParseUsage(v); err == nil && u.Kind != instance.Free && u.Node == n.cfg.NodeName {
+			return true
+		}
+	}
+	return false
 }
 
 // pool returns the served pool of that name.

@@ -15,8 +15,11 @@ import (
 //
 // The CDI spec files are written first: a device the kubelet is offered
 // can already be named by CDI, and a device that is gone is no longer
-// named by the time its plugin stops.
-func (n *Node) publish(ctx context.Context, pools []discovery.Pool) {
+// named by the time its plugin stops. A device that vanished while a
+// container holds it is among the pools still (discovery.Pool.Vanished),
+// unhealthy: its name stays resolvable and its slots stay claimed.
+func (n *Node) publish(ctx context.Context, u discovery.Update) {
+	pools := u.Pools
 	named := n.writeSpecs(pools)
 	next := map[string]discovery.Pool{}
 	for _, p := range pools {
@@ -32,7 +35,7 @@ func (n *Node) publish(ctx context.Context, pools []discovery.Pool) {
 			gone = append(gone, name)
 		}
 	}
-	n.pools, n.cdiNamed = next, named
+	n.pools, n.cdiNamed, n.poolsEvent = next, named, u.Event
 	n.ready = true
 	n.mu.Unlock()
 	for _, name := range gone {
@@ -121,7 +124,7 @@ func (n *Node) reconcilePlugins(ctx context.Context) {
 			continue
 		}
 		n.running[res] = true
-		n.plugins.Add(deviceplugin.Spec{Resource: res, Handler: h, Preferred: isConfigurationLevel(h)})
+		n.plugins.Add(deviceplugin.Spec{Resource: res, Handler: h, Preferred: isConfigurationLevel(h), Sent: func() { n.sent(res) }})
 		start = append(start, res)
 	}
 	sort.Strings(start)

@@ -4,7 +4,11 @@ import (
 	"errors"
 	"flag"
 	"os"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/cdiexec/cdi/bridge/discovery"
 )
 
 // A command line that does not parse is a usage error (exit 2) before
@@ -33,5 +37,30 @@ func TestUsageErrors(t *testing.T) {
 	}
 	if o, err := parseFlags([]string{"--version"}); err != nil || !o.version {
 		t.Errorf("--version: %+v, %v", o, err)
+	}
+}
+
+// The device watch is on by default and can be turned off; its debounce
+// is the discovery package's unless set.
+func TestWatchFlags(t *testing.T) {
+	tests := []struct {
+		args     []string
+		watch    bool
+		debounce time.Duration
+	}{
+		{nil, true, discovery.DefaultDebounce},
+		{[]string{"--watch-devices=false"}, false, discovery.DefaultDebounce},
+		{[]string{"--watch-debounce", "250ms"}, true, 250 * time.Millisecond},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			o, err := parseFlags(tc.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if o.watchDevices != tc.watch || o.watchDebounce != tc.debounce {
+				t.Errorf("watch %v, debounce %v; want %v, %v", o.watchDevices, o.watchDebounce, tc.watch, tc.debounce)
+			}
+		})
 	}
 }

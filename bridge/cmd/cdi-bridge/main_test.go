@@ -49,10 +49,14 @@ type bridge struct {
 	log  *logWatcher
 }
 
-func startBridge(t *testing.T) *bridge {
+func startBridge(t *testing.T) *bridge { return startBridgeOver(t, exectest.FixtureRoot(t)) }
+
+// startBridgeOver is startBridge with the drop-in's root at root, which
+// must hold two terminals above tty42.
+func startBridgeOver(t *testing.T, root string) *bridge {
 	confDir := t.TempDir()
 	conf, _ := json.Marshal(map[string]any{"cdiVersion": "0.1.0", "name": "t", "type": "tty", "plugin": "generic-tty",
-		"args": map[string]any{"root": exectest.FixtureRoot(t), "stateDir": exectest.StateDir(t), "num_system_reserved": 42}})
+		"args": map[string]any{"root": root, "stateDir": exectest.StateDir(t), "num_system_reserved": 42}})
 	_ = os.MkdirAll(filepath.Join(confDir, "tty.d"), 0o755)
 	if err := os.WriteFile(filepath.Join(confDir, "tty.d", "generic.conf"), conf, 0o644); err != nil {
 		t.Fatal(err)
@@ -298,4 +302,42 @@ func (s series) matches(m *dto.Metric) bool {
 		}
 	}
 	return n == len(s.labels)
+}
+
+// The binary watches its drop-ins' device directories: a terminal made
+// under the drop-in's root is offered long before the minute of the
+// discovery period, and the time from its event to the kubelet's list is
+// in the histogram.
+func TestDeviceEventMetric(t *testing.T) {
+	root := t.TempDir()
+	for _, name := range []string{"tty43", "tty44"} {
+		if err := os.MkdirAll(filepath.Join(root, "dev"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, "dev", name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := startBridgeOver(t, root)
+	var addr string
+	select {
+	case addr = <-b.addr:
+	case <-time.After(wait):
+		t.Fatal("the bridge never logged its metrics address")
+	}
+	if err := os.WriteFile(filepath.Join(root, "dev", "tty45"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.kubelet.WaitFor(pool, wait, func(_ int, d []*pluginapi.Device) bool { return len(d) == 3 }); err != nil {
+		t.Fatalf("the terminal plugged in was not offered: %v", err)
+	}
+	events := series{"cdi_bridge_device_event_to_kubelet_seconds", nil}
+	for deadline := time.Now().Add(wait); events.value(scrape(t, addr)) < 1; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no device event in cdi_bridge_device_event_to_kubelet_seconds")
+		}
+	}
+	if got := b.log.records("device appeared"); len(got) != 1 {
+		t.Errorf("%d \"device appeared\" log lines, want 1: %v", len(got), got)
+	}
 }

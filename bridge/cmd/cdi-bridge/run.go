@@ -42,7 +42,10 @@ type options struct {
 	maxInstanceLevel int
 	// storeStaleLimit: /healthz fails past it.
 	storeStaleLimit time.Duration
-	version         bool
+	// watchDevices: discover on device directory events, debounced.
+	watchDevices  bool
+	watchDebounce time.Duration
+	version       bool
 }
 
 // errUsage is wrapped by the errors of a command line that does not parse;
@@ -78,7 +81,9 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.storeStaleLimit, "store-stale-limit", 10*time.Minute, "how long the instance store may be behind the API server before /healthz fails and the kubelet restarts the bridge; 0 never")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&o.execTimeout, "exec-timeout", 30*time.Second, "bound on each plugin run, ADD included (the kubelet gives Allocate none)")
-	fs.DurationVar(&o.discoveryPeriod, "discovery-period", time.Minute, "how often INFO runs (drop-in changes are noticed within a second)")
+	fs.DurationVar(&o.discoveryPeriod, "discovery-period", time.Minute, "how often INFO runs (drop-in changes are noticed within a second, device changes within --watch-debounce with --watch-devices)")
+	fs.BoolVar(&o.watchDevices, "watch-devices", true, "watch the drop-ins' device directories (<root>/dev and where their devices live) with inotify and run INFO for the drop-ins a change concerns; false leaves device changes to --discovery-period")
+	fs.DurationVar(&o.watchDebounce, "watch-debounce", discovery.DefaultDebounce, "how long to wait after a device event for more before running INFO, so that a burst is one INFO per drop-in")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "cdi-bridge offers this node's CDI plugin devices to the kubelet as device plugins, one per device\n"+
 			"and one per pool, and keeps every device's usage slots in an Instance store (the Kubernetes API, or\n"+
@@ -135,7 +140,7 @@ func run(ctx context.Context, args []string) error {
 	}
 	m := metrics.New(buildinfo.Version())
 	disc := &discovery.Discoverer{ConfDir: o.confDir, PluginDirs: invoke.SplitPath(o.pluginPath), Timeout: o.execTimeout,
-		MaxDevices: o.maxDevices, OnExec: m.Exec, Logger: log}
+		MaxDevices: o.maxDevices, OnExec: m.Exec, Logger: log, Watch: deviceWatch(o, log), Debounce: o.watchDebounce}
 	m.SkippedDropIns(func() int { return len(disc.Skipped()) })
 	stale := staleness(store)
 	m.StoreStale(func() time.Time { since, _ := stale(); return since })
@@ -158,10 +163,26 @@ func newNode(o *options, store instance.Store, cdiDir *cdispec.Dir, disc *discov
 	n := node.New(node.Config{
 		NodeName: o.nodeName, Domain: o.domain, DevicePluginDir: o.dpDir, ExecTimeout: o.execTimeout, Store: store, CDI: cdiDir,
 		Discoverer: disc, DiscoveryPeriod: o.discoveryPeriod, Logger: log, OnAllocate: m.Allocation, OnRegister: m.Registration,
-		MaxInstanceLevel: o.maxInstanceLevel,
+		MaxInstanceLevel: o.maxInstanceLevel, OnDeviceEvent: m.DeviceEvent,
 	})
 	m.Pools(n.Usage)
 	return n
+}
+
+// deviceWatch is the inotify Watcher of --watch-devices, or nil: off, or
+// refused by the kernel (too many inotify instances), which leaves
+// device changes to the discovery period rather than stopping the bridge.
+func deviceWatch(o *options, log *slog.Logger) discovery.Watcher {
+	if !o.watchDevices {
+		log.Info("device watching off: devices come and go at the discovery period", "period", o.discoveryPeriod)
+		return nil
+	}
+	w, err := discovery.NewInotify()
+	if err != nil {
+		log.Warn("cannot watch device directories; devices come and go at the discovery period", "period", o.discoveryPeriod, "error", err)
+		return nil
+	}
+	return w
 }
 
 // newLogger is the bridge's JSON log on stderr, at level.

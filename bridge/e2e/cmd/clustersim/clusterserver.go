@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cdiexec/cdi/bridge/instance/kube"
+	"github.com/cdiexec/cdi/bridge/internal/testing/proctest"
 )
 
 // memFigures are the bench's heap in use after a GC and the servers'
@@ -70,41 +71,13 @@ func (s *sim) cpu() (cpuTimes, error) {
 	c.bench = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	etcd, apiserver := s.env.PIDs()
 	var err error
-	if c.apiserver, err = processCPU(apiserver); err != nil {
+	if c.apiserver, err = proctest.CPU(apiserver); err != nil {
 		return c, fmt.Errorf("kube-apiserver: %w", err)
 	}
-	if c.etcd, err = processCPU(etcd); err != nil {
+	if c.etcd, err = proctest.CPU(etcd); err != nil {
 		return c, fmt.Errorf("etcd: %w", err)
 	}
 	return c, nil
-}
-
-// userHZ is the unit of /proc/<pid>/stat's times, 100 on every Linux
-// that Go runs on.
-const userHZ = 100
-
-// processCPU reads utime and stime, the 14th and 15th fields of
-// /proc/<pid>/stat; the fields are counted after the command's closing
-// parenthesis, since the command may contain spaces.
-func processCPU(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, fmt.Errorf("process CPU time: %w", err)
-	}
-	_, rest, ok := strings.Cut(string(b), ") ")
-	f := strings.Fields(rest)
-	if !ok || len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, b)
-	}
-	var ticks int64
-	for _, v := range f[11:13] {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
-		}
-		ticks += n
-	}
-	return time.Duration(ticks) * time.Second / userHZ, nil
 }
 
 // objectSize is the bytes of one Instance as the API server sends it as

@@ -1,0 +1,382 @@
+package discovery
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cdiexec/cdi/spec"
+	"github.com/cdiexec/cdi/spec/invoke"
+)
+
+func TestWatchDirs(t *testing.T) {
+	node := func(p string) []spec.DeviceNode { return []spec.DeviceNode{{HostPath: p}} }
+	tests := []struct {
+		name    string
+		args    string
+		devices []spec.DeviceInfo
+		want    watchSet
+	}{
+		{"no devices yet: root's /dev", `{"root":"/r"}`, nil, watchSet{dev: "/r/dev"}},
+		{"default root", `{}`, []spec.DeviceInfo{{ID: "tty13", DeviceNodes: node("/dev/tty13")}}, watchSet{dev: "/dev"}},
+		{"subdirectories, once each", `{"root":"/r"}`, []spec.DeviceInfo{
+			{ID: "c1", DeviceNodes: []spec.DeviceNode{{HostPath: "/dev/dri/card1"}, {HostPath: "/dev/dri/renderD129"}}},
+			{ID: "pcm", DeviceNodes: node("/dev/snd/pcmC0D0p")}, {ID: "c0", DeviceNodes: node("/dev/dri/card0")},
+		}, watchSet{dev: "/r/dev", subdirs: []string{"/r/dev/dri", "/r/dev/snd"}}},
+		{"network endpoints: nothing", `{}`, []spec.DeviceInfo{{ID: "door"}, {ID: "gate"}}, watchSet{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &invoke.Conf{Path: "x.conf", Config: spec.Config{Args: json.RawMessage(tc.args)}}
+			if got := watchDirs(c, tc.devices); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("watchDirs = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// An event concerns the drop-ins that look in its directory: every
+// drop-in of a root for <root>/dev, only those with devices there for a
+// subdirectory, none for network endpoints.
+func TestConcerned(t *testing.T) {
+	dw := newDevWatch(newFakeWatcher(), slog.New(slog.DiscardHandler))
+	dw.sync(map[string]watchSet{
+		"gpu.conf":    {dev: "/a/dev", subdirs: []string{"/a/dev/dri"}},
+		"tty.conf":    {dev: "/a/dev"},
+		"other.conf":  {dev: "/b/dev"},
+		"camera.conf": {},
+	})
+	tests := []struct {
+		path string
+		want []string
+	}{
+		{"/a/dev/ttyUSB0", []string{"gpu.conf", "tty.conf"}},
+		{"/a/dev/dri/card1", []string{"gpu.conf"}},
+		{"/a/dev/dri", []string{"gpu.conf", "tty.conf"}},
+		{"/b/dev/tty3", []string{"other.conf"}},
+		{"/c/dev/tty3", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.path, func(t *testing.T) {
+			if got := dw.concerned(tc.path); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("concerned(%s) = %v, want %v", tc.path, got, tc.want)
+			}
+		})
+	}
+}
+
+// sync watches what the drop-ins need and no more, asks for a rescan of
+// a drop-in that got a new directory, and logs a directory it cannot
+// watch once, however often it tries.
+func TestSync(t *testing.T) {
+	f := newFakeWatcher()
+	f.refuse["/b/dev"] = fmt.Errorf("inotify_add_watch: %w", syscall.ENOSPC)
+	var log bytes.Buffer
+	dw := newDevWatch(f, slog.New(slog.NewTextHandler(&log, nil)))
+	steps := []struct {
+		sets   map[string]watchSet
+		rescan []string
+		dirs   []string
+	}{
+		{map[string]watchSet{"gpu": {dev: "/a/dev"}, "b": {dev: "/b/dev"}}, []string{"gpu"}, []string{"/a/dev"}},
+		{map[string]watchSet{"gpu": {dev: "/a/dev", subdirs: []string{"/a/dev/dri"}}, "b": {dev: "/b/dev"}}, []string{"gpu"}, []string{"/a/dev", "/a/dev/dri"}},
+		{map[string]watchSet{"gpu": {dev: "/a/dev", subdirs: []string{"/a/dev/dri"}}, "b": {dev: "/b/dev"}}, nil, []string{"/a/dev", "/a/dev/dri"}},
+		{map[string]watchSet{"gpu": {dev: "/a/dev"}}, nil, []string{"/a/dev"}},
+	}
+	for i, s := range steps {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			if got := dw.sync(s.sets); !reflect.DeepEqual(got, s.rescan) {
+				t.Errorf("rescan %v, want %v", got, s.rescan)
+			}
+			if got := f.dirs(); !reflect.DeepEqual(got, s.dirs) {
+				t.Errorf("watched %v, want %v", got, s.dirs)
+			}
+		})
+	}
+	if n := strings.Count(log.String(), "cannot watch a device directory"); n != 1 {
+		t.Errorf("%d warnings for the directory that cannot be watched, want 1:\n%s", n, log.String())
+	}
+}
+
+// A directory that went away loses its watch with it: the next sync adds
+// it anew, and rescans, since what it held meanwhile was seen by no one.
+func TestSyncAfterADirectoryWentAway(t *testing.T) {
+	f := newFakeWatcher()
+	dw := newDevWatch(f, slog.New(slog.DiscardHandler))
+	sets := map[string]watchSet{"gpu": {dev: "/a/dev", subdirs: []string{"/a/dev/dri"}}}
+	dw.sync(sets)
+	dw.concerned("/a/dev/dri")
+	if got := dw.sync(sets); !reflect.DeepEqual(got, []string{"gpu"}) {
+		t.Errorf("rescan after the directory came back: %v", got)
+	}
+}
+
+// Removing a node of a kept device keeps it, unhealthy, until Keep lets
+// go; each change is one log line per device, not one per discovery.
+func TestVanishedDevices(t *testing.T) {
+	root := ttyRoot(t, 41, 42, 43)
+	confDir := t.TempDir()
+	writeConf(t, confDir, "tty", "generic", "generic-tty", map[string]any{"root": root, "stateDir": t.TempDir(), "num_system_reserved": 40})
+	var log bytes.Buffer
+	var held sync.Map
+	d := &Discoverer{ConfDir: confDir, PluginDirs: []string{pluginDir}, Logger: slog.New(slog.NewTextHandler(&log, nil)),
+		Keep: func(pool string, dev spec.DeviceInfo) bool { _, ok := held.Load(dev.ID); return ok }}
+	held.Store("tty42", true)
+	steps := []struct {
+		name   string
+		change func()
+		want   string // ids, "!" after an unhealthy one, "~" after a vanished one
+	}{
+		{"first", func() {}, "tty41,tty42,tty43"},
+		{"tty42 and tty43 unplugged, tty42 held", func() { unplug(t, root, "tty42"); unplug(t, root, "tty43") }, "tty41,tty42!~"},
+		{"nothing changed", func() {}, "tty41,tty42!~"},
+		{"tty42 back", func() { plug(t, root, "tty42") }, "tty41,tty42"},
+		{"tty42 gone again", func() { unplug(t, root, "tty42") }, "tty41,tty42!~"},
+		{"tty42 let go", func() { held.Delete("tty42") }, "tty41"},
+		{"tty41 gone, tty44 new", func() { unplug(t, root, "tty41"); plug(t, root, "tty44") }, "tty44"},
+	}
+	for _, s := range steps {
+		s.change()
+		pools, err := d.Discover(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := describeDevices(pools); got != s.want {
+			t.Errorf("%s: %s, want %s", s.name, got, s.want)
+		}
+	}
+	for msg, want := range map[string]int{`msg="device vanished"`: 2, "device vanished; kept": 2, "device is back": 1,
+		"no longer held": 1, "device appeared": 1} {
+		if n := strings.Count(log.String(), msg); n != want {
+			t.Errorf("%d lines %q, want %d:\n%s", n, msg, want, log.String())
+		}
+	}
+}
+
+func describeDevices(pools []Pool) string {
+	var out []string
+	for _, p := range pools {
+		for _, dev := range p.Devices {
+			s := dev.ID
+			if !dev.Healthy {
+				s += "!"
+			}
+			if p.Vanished[dev.ID] {
+				s += "~"
+			}
+			out = append(out, s)
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// A burst of device events is one INFO for the drop-in they concern, and
+// none for another drop-in, whose pools are the last run's.
+func TestRunDebouncesABurst(t *testing.T) {
+	ttys, other := ttyRoot(t, 41), ttyRoot(t)
+	plug(t, other, "ttyUSB0")
+	confDir := t.TempDir()
+	writeConf(t, confDir, "tty", "generic", "generic-tty", map[string]any{"root": ttys, "stateDir": t.TempDir(), "num_system_reserved": 40})
+	writeConf(t, confDir, "dev", "usb", "generic", map[string]any{"root": other, "stateDir": t.TempDir(),
+		"groups": []map[string]any{{"name": "serial", "paths": []string{"/dev/ttyUSB*"}}}})
+	infos := &execCounter{}
+	f := newFakeWatcher()
+	d := &Discoverer{ConfDir: confDir, PluginDirs: []string{pluginDir}, Watch: f, Debounce: 50 * time.Millisecond, OnExec: infos.observe}
+	updates := runDiscoverer(t, d)
+	if got := describeDevices((<-updates).Pools); got != "serial-ttyUSB0,tty41" {
+		t.Fatalf("first discovery: %s", got)
+	}
+	before := infos.counts()
+	for n := 100; n < 200; n++ {
+		name := fmt.Sprintf("tty%d", n)
+		plug(t, ttys, name)
+		f.events <- filepath.Join(ttys, "dev", name)
+	}
+	u := awaitUpdate(t, updates, func(u Update) bool { return len(find(u.Pools, "tty-generic").Devices) == 101 })
+	after := infos.counts()
+	if runs := after["generic-tty"] - before["generic-tty"]; runs < 1 || runs > 2 {
+		t.Errorf("%d INFO runs of the terminals' drop-in for a burst of 100 events, want 1 or 2", runs)
+	}
+	if runs := after["generic"] - before["generic"]; runs != 0 {
+		t.Errorf("%d INFO runs of the drop-in the events do not concern", runs)
+	}
+	if u.Event.IsZero() || find(u.Pools, "dev-serial-usb") == nil {
+		t.Errorf("the update's event time %v, pools %v", u.Event, names(u.Pools))
+	}
+}
+
+// execCounter counts INFO runs by plugin.
+type execCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *execCounter) observe(plugin, command, _ string, _ time.Duration) {
+	if command != "INFO" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[plugin]++
+}
+
+func (c *execCounter) counts() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range c.n {
+		out[k] = v
+	}
+	return out
+}
+
+// runDiscoverer runs d with a period and a drop-in poll of an hour, so
+// that only device events discover, and returns its updates.
+func runDiscoverer(t *testing.T, d *Discoverer) <-chan Update {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	updates := make(chan Update, 100)
+	go func() { defer close(done); d.Run(ctx, time.Hour, time.Hour, func(u Update) { updates <- u }) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return updates
+}
+
+// awaitUpdate returns the first update that ok accepts, failing after
+// 10 s: far above the second it should take, far below the period.
+func awaitUpdate(t *testing.T, updates <-chan Update, ok func(Update) bool) Update {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case u := <-updates:
+			if ok(u) {
+				return u
+			}
+		case <-deadline:
+			t.Fatal("no such update within 10 s")
+			return Update{}
+		}
+	}
+}
+
+// The real inotify path: a node made in a watched directory, and one
+// removed, are discovered without the period.
+func TestRunWithInotify(t *testing.T) {
+	root := ttyRoot(t, 41)
+	confDir := t.TempDir()
+	writeConf(t, confDir, "tty", "generic", "generic-tty", map[string]any{"root": root, "stateDir": t.TempDir(), "num_system_reserved": 40})
+	w, err := NewInotify()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &Discoverer{ConfDir: confDir, PluginDirs: []string{pluginDir}, Watch: w}
+	updates := runDiscoverer(t, d)
+	if got := describeDevices((<-updates).Pools); got != "tty41" {
+		t.Fatalf("first discovery: %s", got)
+	}
+	tests := []struct {
+		name   string
+		change func()
+		want   string
+	}{
+		{"plugged", func() { plug(t, root, "tty42") }, "tty41,tty42"},
+		{"unplugged", func() { unplug(t, root, "tty41") }, "tty42"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			tc.change()
+			u := awaitUpdate(t, updates, func(u Update) bool { return describeDevices(u.Pools) == tc.want })
+			t.Logf("%s: discovered after %v (event seen %v after the change)", tc.name, time.Since(start), u.Event.Sub(start))
+		})
+	}
+}
+
+// The inotify Watcher reports entries made and removed, and a watched
+// directory that goes away; a directory that is not there cannot be
+// watched, and says why.
+func TestInotifyEvents(t *testing.T) {
+	w, err := NewInotify()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	dir := t.TempDir()
+	sub := filepath.Join(dir, "snd")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{dir, sub} {
+		if err := w.Add(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Add(filepath.Join(dir, "missing")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Add of a missing directory: %v", err)
+	}
+	node := filepath.Join(sub, "pcmC0D0p")
+	steps := []struct {
+		name   string
+		change func() error
+		want   string
+	}{
+		{"create", func() error { return os.WriteFile(node, nil, 0o644) }, node},
+		{"remove", func() error { return os.Remove(node) }, node},
+		{"directory gone", func() error { return os.Remove(sub) }, sub},
+	}
+	for _, s := range steps {
+		if err := s.change(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case got := <-w.Events():
+			if got != s.want {
+				t.Errorf("%s: event for %s, want %s", s.name, got, s.want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: no event", s.name)
+		}
+	}
+}
+
+// A Watcher that closes its channels ends the watch, once, and the
+// period goes on discovering.
+func TestRunOutlivesAClosedWatch(t *testing.T) {
+	root := ttyRoot(t, 41)
+	confDir := t.TempDir()
+	writeConf(t, confDir, "tty", "generic", "generic-tty", map[string]any{"root": root, "stateDir": t.TempDir(), "num_system_reserved": 40})
+	f := newFakeWatcher()
+	close(f.events)
+	close(f.errs)
+	var mu sync.Mutex
+	var log bytes.Buffer
+	d := &Discoverer{ConfDir: confDir, PluginDirs: []string{pluginDir}, Watch: f,
+		Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &log}, nil))}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	updates := make(chan Update, 100)
+	go func() { defer close(done); d.Run(ctx, 20*time.Millisecond, time.Hour, func(u Update) { updates <- u }) }()
+	defer func() { cancel(); <-done }()
+	plug(t, root, "tty42")
+	awaitUpdate(t, updates, func(u Update) bool { return describeDevices(u.Pools) == "tty41,tty42" })
+	mu.Lock()
+	defer mu.Unlock()
+	if n := strings.Count(log.String(), "the device watch ended"); n != 1 {
+		t.Errorf("%d lines saying the watch ended, want 1:\n%s", n, log.String())
+	}
+}
