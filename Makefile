@@ -135,10 +135,12 @@ e2e: kube-apiserver node-bins
 		--raw-command -- $(GO) test -json -race -count=1 -timeout=20m ./node
 
 # bridge/e2e/node is left to the e2e target, which builds what it runs.
-# The module's run has 30 minutes a package, not go test's 10:
-# bridge/deploy/image's TestImage cross-compiles every binary for arm64,
-# which on a cold build cache, beside the other packages' tests, took
-# over 10 minutes on 2 cores.
+# The module's run has 30 minutes a package, not go test's 10: on a cold
+# build cache, packages whose tests build binaries (bridge/deploy/image's
+# TestImage builds every one) compile beside the other packages' tests on
+# 2 cores. Cross-compiling every binary for arm64 too took over 10 minutes
+# there; the test now cross-compiles one plugin, and the full multi-arch
+# build is make image's.
 # gotestsum prints a line per package, then each failed test's output
 # (a timed-out package's panic, and the tests it was still running, among
 # them) and a count; each run's events are kept in $(TESTJSON). The last

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -32,6 +33,10 @@ type options struct {
 	tag    string
 	arches []string
 	repo   string
+	// only, when not empty, names the image paths of the binaries to
+	// build (opt/cdi/bin/generic-tty): a test of the index checks every
+	// architecture without cross-compiling every binary.
+	only []string
 }
 
 // Where things go in the image.
@@ -92,7 +97,7 @@ func build(o options, log io.Writer) (built, error) {
 }
 
 // archImage compiles the binaries for arch and builds their image; it
-// returns the build's version, read from the cdi-bridge binary.
+// returns the build's version, read from its binaries.
 func archImage(o options, arch string, dropIns map[string]file, log io.Writer) (v1.Image, string, error) {
 	bin, err := os.MkdirTemp("", "cdi-image-")
 	if err != nil {
@@ -103,9 +108,12 @@ func archImage(o options, arch string, dropIns map[string]file, log io.Writer) (
 	if err != nil {
 		return nil, "", err
 	}
-	bi, err := debugbuildinfo.Read(bytes.NewReader(files[path.Join(toolDir, "cdi-bridge")].data))
+	// Every binary is built from this module at one commit: any of them
+	// tells the version.
+	first := slices.Min(slices.Collect(maps.Keys(files)))
+	bi, err := debugbuildinfo.Read(bytes.NewReader(files[first].data))
 	if err != nil {
-		return nil, "", fmt.Errorf("the build information of cdi-bridge for %s: %w", arch, err)
+		return nil, "", fmt.Errorf("the build information of %s for %s: %w", first, arch, err)
 	}
 	maps.Copy(files, dropIns)
 	img, err := image(files, arch)
@@ -132,6 +140,12 @@ func compile(o options, arch, bin string, log io.Writer) (map[string]file, error
 	}
 	for n, pkg := range tools {
 		pkgs[path.Join(toolDir, n)] = pkg
+	}
+	if len(o.only) > 0 {
+		maps.DeleteFunc(pkgs, func(imgPath, _ string) bool { return !slices.Contains(o.only, imgPath) })
+		if len(pkgs) != len(o.only) {
+			return nil, fmt.Errorf("only %v: not every one is a binary of the image", o.only)
+		}
 	}
 	out := map[string]file{}
 	for imgPath, pkg := range pkgs {
