@@ -140,6 +140,30 @@ func benchTrip(b *testing.B, rt roundTrip) {
 	}
 }
 
+// TestHarness runs BenchmarkPlugins' run briefly, small and without
+// host-local, so that its tables cannot rot: every table must be printed,
+// and the contention must find no double handout and nothing left over.
+func TestHarness(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and execs the plugins")
+	}
+	var out bytes.Buffer
+	o := options{rounds: 2, concurrent: 200 * time.Millisecond, noHostLocal: true}
+	if err := run(t.Context(), o, &out); err != nil {
+		t.Fatalf("%v\noutput so far:\n%s", err, out.String())
+	}
+	want := []string{"ADD+DEL round trip through exec", "state floor (floor + SPEC state rule)", "host-local: not measured",
+		"Where ADD+DEL goes", "page cost:", "64 processes at once", "LIST after all DELs: empty", "double handouts: 0"}
+	for _, p := range pluginCases() {
+		want = append(want, "\n"+p.name+" ")
+	}
+	for _, w := range want {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("the output lacks %q:\n%s", w, out.String())
+		}
+	}
+}
+
 // TestRoundTripsWork runs each plugin's round trip once and a short
 // contention, so that `go test` keeps the bench's calls from rotting.
 func TestRoundTripsWork(t *testing.T) {
