@@ -32,7 +32,7 @@ help:
 	@echo "make kube-apiserver the kube-apiserver the Kubernetes tests run, into bin/ (a cold build takes minutes)"
 	@echo "make node-bins      the kubelet, kube-scheduler, kube-controller-manager and containerd $(CONTAINERD_VERSION) the node test runs, into bin/"
 	@echo "make lint           gofmt, go vet, staticcheck, and go.mod tidy in both modules"
-	@echo "make bench          benchmarks: the plugins', the bridge's (go test -bench, benchstat) and the cluster"
+	@echo "make bench          benchmarks: the plugins' and the bridge's (go test -bench, benchstat), then the cluster"
 	@echo "                    simulation; tables of ratios against floors measured in the same run"
 	@echo "                    (BENCH=\"-rounds 50\" and SIM=\"-sim-nodes 10\" size the bridge's parts)"
 	@echo "make demo           build, install into a temporary prefix and walk through the protocol"
@@ -180,16 +180,22 @@ lint:
 	cd $(E2E) && $(GO) mod tidy -diff
 
 # Each part prints its table; ratios are against floors measured in the
-# same run. The bridge's tables (bridge/bench's BenchmarkBridge) start etcd
-# and a kube-apiserver for the Kubernetes store's figures, and so does the
-# cluster simulation (bridge/e2e/cmd/clustersim). BenchmarkAllocate's
-# subjects are set against its floor by benchstat, pinned as staticcheck
-# is. BENCH="-rounds 50" and SIM="-sim-nodes 10" size the bridge's parts.
+# same run. The plugins' tables are plugins/bench's BenchmarkPlugins. The
+# bridge's tables (bridge/bench's BenchmarkBridge) start etcd and a
+# kube-apiserver for the Kubernetes store's figures, and so does the
+# cluster simulation (bridge/e2e/cmd/clustersim). The subjects of
+# BenchmarkRoundTrip and BenchmarkStartup (plugins/bench) and of
+# BenchmarkAllocate (bridge/bench) are set against their floors by
+# benchstat, pinned as staticcheck is. BENCH="-rounds 50" and
+# SIM="-sim-nodes 10" size the bridge's parts.
 BENCHSTAT := golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 BENCH ?=
 SIM   ?=
 bench: kube-apiserver
-	$(GO) run ./plugins/internal/tools/bench
+	$(GO) test -run '^$$' -bench '^BenchmarkPlugins$$' -benchtime 1x -timeout 30m ./plugins/bench
+	$(GO) test -run '^$$' -bench '^Benchmark(RoundTrip|Startup)$$' -count 6 ./plugins/bench > bin/bench-plugins.txt || \
+		{ cat bin/bench-plugins.txt; exit 1; }
+	$(GO) run $(BENCHSTAT) -col /subject bin/bench-plugins.txt
 	KUBE_APISERVER=$(KUBE_APISERVER) $(GO) test -run '^$$' -bench '^BenchmarkBridge$$' -benchtime 1x -timeout 60m ./bridge/bench $(BENCH)
 	$(GO) test -run '^$$' -bench '^BenchmarkAllocate$$' -count 6 ./bridge/bench > bin/bench-allocate.txt || \
 		{ cat bin/bench-allocate.txt; exit 1; }

@@ -1,8 +1,9 @@
-package main
+package bench
 
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -10,14 +11,20 @@ import (
 	"github.com/cdiexec/cdi/plugins/exectest"
 )
 
-// options are the command-line flags.
+// options size a run (flags_test.go).
 type options struct {
-	n          int
+	rounds     int // timed round trips per subject
 	concurrent time.Duration
-	hostLocal  string
+	hostLocal  string // the version of host-local; "" for the newest
+	// noHostLocal leaves host-local out, as when it does not install:
+	// TestHarness's, which should need no module proxy.
+	noHostLocal bool
 }
 
-func run(ctx context.Context, o options) error {
+// run builds the plugins and the floors and prints each table to out as
+// soon as it is measured. A correctness failure of the contention is
+// returned after its figures are printed.
+func run(ctx context.Context, o options, out io.Writer) error {
 	root, err := exectest.ModuleRoot()
 	if err != nil {
 		return err
@@ -31,25 +38,25 @@ func run(ctx context.Context, o options) error {
 	if err := build(ctx, root, tmp); err != nil {
 		return err
 	}
-	subjects, err := roundTripSubjects(ctx, root, tmp, o.hostLocal)
+	subjects, err := roundTripSubjects(ctx, root, tmp, o)
 	if err != nil {
 		return err
 	}
-	rows, err := measure(ctx, subjects, o.n)
+	rows, err := measure(ctx, subjects, o.rounds)
 	if err != nil {
 		return err
 	}
-	printTable(os.Stdout, rows, o.n)
-	if err := runBreakdown(ctx, root, tmp, o.n, median(rows, kindHostLocal)); err != nil {
+	printTable(out, rows, o.rounds)
+	if err := runBreakdown(ctx, out, root, tmp, o.rounds, median(rows, kindHostLocal)); err != nil {
 		return err
 	}
-	return runContention(ctx, root, tmp, o.concurrent)
+	return runContention(ctx, out, root, tmp, o.concurrent)
 }
 
 // runBreakdown prints where each plugin's ADD+DEL goes, so that a missed
 // target comes with its cause; hostLocal, the table's, sets the budget.
 // Its state files are its own.
-func runBreakdown(ctx context.Context, root, tmp string, n int, hostLocal time.Duration) error {
+func runBreakdown(ctx context.Context, out io.Writer, root, tmp string, n int, hostLocal time.Duration) error {
 	var plugins []phaseSubject
 	for _, p := range pluginCases() {
 		conf, err := dropIn(root, p.conf, filepath.Join(tmp, "phase-"+p.name), nil)
@@ -62,7 +69,7 @@ func runBreakdown(ctx context.Context, root, tmp string, n int, hostLocal time.D
 	if err != nil {
 		return err
 	}
-	printBreakdown(os.Stdout, fl, hostLocal, rows, n)
+	printBreakdown(out, fl, hostLocal, rows, n)
 	return nil
 }
 
@@ -79,7 +86,7 @@ func median(rows []row, k kind) time.Duration {
 
 // roundTripSubjects lists what the table compares: the floor, host-local
 // when it installs and works, and each plugin with its default drop-in.
-func roundTripSubjects(ctx context.Context, root, tmp, hlVersion string) ([]subject, error) {
+func roundTripSubjects(ctx context.Context, root, tmp string, o options) ([]subject, error) {
 	floor := subject{name: "floor (trivial Go binary)", kind: kindFloor, bin: filepath.Join(tmp, "floor")}
 	floor.trip = floorTrip(floor.bin)
 	stateFloor := subject{name: "state floor (floor + SPEC state rule)", kind: kindStateFloor, bin: filepath.Join(tmp, "statefloor")}
@@ -89,7 +96,9 @@ func roundTripSubjects(ctx context.Context, root, tmp, hlVersion string) ([]subj
 	}
 	stateFloor.trip = stateFloorTrip(stateFloor.bin, filepath.Join(tmp, "statefloor.state"), conf)
 	subjects := []subject{floor, stateFloor}
-	if hl, err := hostLocalSubject(ctx, tmp, hlVersion); err != nil {
+	if o.noHostLocal {
+		progress("host-local left out, its column stays empty")
+	} else if hl, err := hostLocalSubject(ctx, tmp, o.hostLocal); err != nil {
 		// host-local is a comparison, not the subject: without it the
 		// table still has the floor, so carry on and say why.
 		progress("host-local SKIPPED, its column stays empty: %v", err)
@@ -131,7 +140,7 @@ func hostLocalSubject(ctx context.Context, tmp, version string) (subject, error)
 
 // runContention runs the 64 processes and fails on a correctness problem
 // only after the figures are printed.
-func runContention(ctx context.Context, root, tmp string, d time.Duration) error {
+func runContention(ctx context.Context, out io.Writer, root, tmp string, d time.Duration) error {
 	conf, err := dropIn(root, "conf.d/tty.d/generic.conf", filepath.Join(tmp, "contend"), map[string]any{"num_system_reserved": 12})
 	if err != nil {
 		return err
@@ -142,13 +151,17 @@ func runContention(ctx context.Context, root, tmp string, d time.Duration) error
 	if err != nil {
 		return err
 	}
-	printContention(os.Stdout, c, d)
+	printContention(out, c, d)
 	if c.doubles > 0 || c.leftOver != 0 {
 		return fmt.Errorf("correctness failure: %d double handouts, %d allocations left after every DEL", c.doubles, c.leftOver)
 	}
 	return nil
 }
 
+// progress says on stderr what the run is doing. Its prefix has a space:
+// go test passes stderr on with the benchmark lines, and benchstat would
+// take a line that starts "word: " for a configuration key, splitting its
+// table there.
 func progress(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
+	fmt.Fprintf(os.Stderr, "plugins bench: "+format+"\n", args...)
 }

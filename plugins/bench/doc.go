@@ -1,5 +1,6 @@
-// Command bench measures the plugins as a runtime uses them, every figure
-// against floors measured in the same run on the same machine:
+// Package bench holds the plugins' benchmarks, in its tests alone.
+// BenchmarkPlugins measures the plugins as a runtime uses them, every
+// figure against floors measured in the same run on the same machine:
 //
 //   - ADD+DEL round trip (two real execs) per plugin, against the floor
 //     (two execs of a trivial Go binary printing one JSON object, built
@@ -38,18 +39,24 @@
 // of each in turn, so that a machine that slows down or speeds up during
 // the run shifts every column alike instead of biasing the ratios.
 //
-// Run it with `make bench` (or `go run ./plugins/internal/tools/bench -n 500`);
-// progress goes to stderr, the tables to stdout. `go test -bench .` in
-// this package runs BenchmarkFloor, BenchmarkStateFloor,
-// BenchmarkAddDel/<plugin>, BenchmarkStartup/<plugin> and
-// BenchmarkHostLocal with the same round trips (BenchmarkHostLocal skips
-// itself when the module proxy cannot provide host-local).
+// `make bench` runs BenchmarkPlugins first, as
 //
-// Exit status: the targets (ADD+DEL median below host-local's; no grpc or
-// client-go linked; the earlier ones, 1.5x the floor and then 1.15x the
-// state floor, are retired) are judged in the
-// table's verdict column, not by the exit status, because a slow or noisy
-// machine should not turn a measurement into a failure. A double handout
-// or an allocation left after every DEL is a correctness failure and
-// exits 1, as does any plugin call that fails unexpectedly.
-package main
+//	go test -run '^$' -bench '^BenchmarkPlugins$' -benchtime 1x ./plugins/bench
+//
+// with -rounds (200), -concurrent (3s) and -host-local (a version of
+// github.com/containernetworking/plugins) to size it, flags of the test
+// binary; progress goes to stderr, the tables to stdout. Then
+// BenchmarkRoundTrip/subject=<subject> times the same round trips of the
+// floor, the state floor, host-local (skipped when the module proxy cannot
+// provide it) and each plugin, and BenchmarkStartup/subject=<subject> one
+// exec of the floor and each plugin's VERSION, one subject after another;
+// benchstat -col /subject sets each against the floor.
+//
+// Targets (ADD+DEL median below host-local's; no grpc or client-go
+// linked; the earlier ones, 1.5x the floor and then 1.15x the state
+// floor, are retired) are judged in the table's verdict column, not by
+// failing, because a slow or noisy machine should not turn a measurement
+// into a failure. A double handout or an allocation left after every DEL
+// is a correctness failure and fails the benchmark, as does any plugin
+// call that fails unexpectedly.
+package bench

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bytes"
@@ -17,7 +17,8 @@ import (
 
 // The binaries are built once per test binary, on first use, into a
 // directory TestMain removes: plain `go test` that runs no benchmark and
-// no round-trip test pays nothing.
+// no round-trip test pays nothing. -count 6 builds them once, not six
+// times.
 var (
 	binDir    string
 	buildOnce sync.Once
@@ -50,29 +51,48 @@ func built(tb testing.TB) (root, dir string) {
 	return root, binDir
 }
 
-// BenchmarkFloor is two execs of the trivial binary: compare its ns/op
-// with BenchmarkAddDel's, as `make bench` does in its x floor column.
-func BenchmarkFloor(b *testing.B) {
-	_, dir := built(b)
-	benchTrip(b, floorTrip(filepath.Join(dir, "floor")))
-}
-
-// BenchmarkStateFloor is an ADD and a DEL of the state floor, the least
-// a call that saves its state as SPEC.md requires can cost.
-func BenchmarkStateFloor(b *testing.B) {
-	root, dir := built(b)
-	conf, err := os.ReadFile(filepath.Join(root, "conf.d/tty.d/generic.conf"))
+// BenchmarkPlugins prints the tables of doc.go, every figure against its
+// floors measured in the same run. The run is one operation: it times
+// -rounds round trips of each subject itself, interleaved, so run it with
+// -benchtime 1x (go test stops after one run this long anyway). A double
+// handout or an allocation left after every DEL fails it; a missed target
+// does not.
+func BenchmarkPlugins(b *testing.B) {
+	o, err := flagOptions()
 	if err != nil {
 		b.Fatal(err)
 	}
-	benchTrip(b, stateFloorTrip(filepath.Join(dir, "statefloor"), filepath.Join(b.TempDir(), "state"), conf))
+	for b.Loop() {
+		if err := run(b.Context(), o, os.Stdout); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
-// BenchmarkAddDel is one ADD+DEL of each plugin with its default drop-in.
-func BenchmarkAddDel(b *testing.B) {
+// BenchmarkRoundTrip is one ADD+DEL of each subject of the round-trip
+// table, one subject after another: the floor first, so that benchstat
+// -col /subject sets every other against it, then the state floor,
+// host-local (skipped when the module proxy cannot provide it: it is a
+// comparison, not the subject) and each plugin with its default drop-in.
+func BenchmarkRoundTrip(b *testing.B) {
 	root, dir := built(b)
+	b.Run("subject=floor", func(b *testing.B) { benchTrip(b, floorTrip(filepath.Join(dir, "floor"))) })
+	b.Run("subject=state-floor", func(b *testing.B) {
+		conf, err := os.ReadFile(filepath.Join(root, "conf.d/tty.d/generic.conf"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchTrip(b, stateFloorTrip(filepath.Join(dir, "statefloor"), filepath.Join(b.TempDir(), "state"), conf))
+	})
+	b.Run("subject=host-local", func(b *testing.B) {
+		bin, err := hostLocal()
+		if err != nil {
+			b.Skipf("host-local unavailable: %v", err)
+		}
+		benchTrip(b, hostLocalTrip(bin, b.TempDir()))
+	})
 	for _, p := range pluginCases() {
-		b.Run(p.name, func(b *testing.B) {
+		b.Run("subject="+p.name, func(b *testing.B) {
 			conf, err := dropIn(root, p.conf, b.TempDir(), nil)
 			if err != nil {
 				b.Fatal(err)
@@ -82,28 +102,29 @@ func BenchmarkAddDel(b *testing.B) {
 	}
 }
 
-// BenchmarkStartup is one VERSION exec of each plugin: its start-up
-// alone, to set against half of BenchmarkFloor.
+// BenchmarkStartup is one exec of the floor, then one VERSION exec of
+// each plugin: its start-up alone, which benchstat sets against the
+// floor's.
 func BenchmarkStartup(b *testing.B) {
 	_, dir := built(b)
+	b.Run("subject=floor", func(b *testing.B) {
+		bin := filepath.Join(dir, "floor")
+		benchTrip(b, func(ctx context.Context, _ int) error { _, err := call(ctx, bin, nil, nil); return err })
+	})
 	for _, p := range pluginCases() {
-		b.Run(p.name, func(b *testing.B) {
+		b.Run("subject="+p.name, func(b *testing.B) {
 			bin := filepath.Join(dir, p.name)
 			benchTrip(b, func(ctx context.Context, _ int) error { return versionCall(ctx, bin) })
 		})
 	}
 }
 
-// BenchmarkHostLocal is CNI's host-local doing its own ADD+DEL, installed
-// as `make bench` installs it; skipped when the module proxy cannot
-// provide it, since it is a comparison and not the subject.
-func BenchmarkHostLocal(b *testing.B) {
-	hl, err := hostLocalSubject(context.Background(), b.TempDir(), "")
-	if err != nil {
-		b.Skipf("host-local unavailable: %v", err)
-	}
-	benchTrip(b, hl.trip)
-}
+// hostLocal installs host-local once per test binary, as BenchmarkPlugins
+// does (-host-local names the version), and returns the binary.
+var hostLocal = sync.OnceValues(func() (string, error) {
+	hl, err := hostLocalSubject(context.Background(), filepath.Join(binDir, "host-local-install"), *flagHostLocal)
+	return hl.bin, err
+})
 
 func benchTrip(b *testing.B, rt roundTrip) {
 	ctx := context.Background()
@@ -115,6 +136,30 @@ func benchTrip(b *testing.B, rt roundTrip) {
 	for i := 0; b.Loop(); i++ {
 		if err := rt(ctx, i); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestHarness runs BenchmarkPlugins' run briefly, small and without
+// host-local, so that its tables cannot rot: every table must be printed,
+// and the contention must find no double handout and nothing left over.
+func TestHarness(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and execs the plugins")
+	}
+	var out bytes.Buffer
+	o := options{rounds: 2, concurrent: 200 * time.Millisecond, noHostLocal: true}
+	if err := run(t.Context(), o, &out); err != nil {
+		t.Fatalf("%v\noutput so far:\n%s", err, out.String())
+	}
+	want := []string{"ADD+DEL round trip through exec", "state floor (floor + SPEC state rule)", "host-local: not measured",
+		"Where ADD+DEL goes", "page cost:", "64 processes at once", "LIST after all DELs: empty", "double handouts: 0"}
+	for _, p := range pluginCases() {
+		want = append(want, "\n"+p.name+" ")
+	}
+	for _, w := range want {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("the output lacks %q:\n%s", w, out.String())
 		}
 	}
 }

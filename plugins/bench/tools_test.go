@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -26,7 +26,7 @@ func pluginCases() []pluginCase {
 
 // build compiles the plugins and the floor as `make build` does.
 func build(ctx context.Context, root, dir string) error {
-	pkgs := []string{"./plugins/internal/tools/bench/testdata/floor", "./plugins/internal/tools/bench/testdata/statefloor", "./plugins/internal/tools/bench/testdata/pagefloor"}
+	pkgs := []string{"./plugins/bench/testdata/floor", "./plugins/bench/testdata/statefloor", "./plugins/bench/testdata/pagefloor"}
 	for _, p := range pluginCases() {
 		pkgs = append(pkgs, "./plugins/"+p.name)
 	}
