@@ -62,6 +62,13 @@ func StartDaemonSetNode(t *testing.T, l Layout) *Node {
 		if err := n.Cluster.createDaemonSet(t.Context(), l); err != nil {
 			t.Fatal(err)
 		}
+		// Before the kubelet stops (cleanups run last first): the pod
+		// must not outlive its node.
+		t.Cleanup(func() {
+			if err := n.removeDaemonSet(context.Background()); err != nil {
+				t.Error(err)
+			}
+		})
 		if _, err := n.WaitBridgePod(t.Context(), ""); err != nil {
 			t.Fatal(err)
 		}
@@ -164,6 +171,32 @@ func daemonSetOnTestNode(ds *appsv1.DaemonSet, apiserver string) error {
 	pod.Containers[i].Env = append(pod.Containers[i].Env,
 		corev1.EnvVar{Name: "KUBERNETES_SERVICE_HOST", Value: u.Hostname()},
 		corev1.EnvVar{Name: "KUBERNETES_SERVICE_PORT", Value: u.Port()})
+	return nil
+}
+
+// removeDaemonSet deletes the DaemonSet, leaving its pod (no garbage
+// collector runs here to delete it), then the pod, and waits until the
+// kubelet has stopped it: a bridge left running would hold the node's
+// metrics port, and its sockets, into the next test.
+func (n *Node) removeDaemonSet(ctx context.Context) error {
+	orphan := metav1.DeletePropagationOrphan
+	ds, err := n.daemonSet(ctx)
+	if err != nil {
+		return err
+	}
+	err = n.Cluster.Client.AppsV1().DaemonSets(n.Cluster.Namespace).Delete(ctx, ds.Name, metav1.DeleteOptions{PropagationPolicy: &orphan})
+	if err != nil {
+		return err
+	}
+	pods, err := n.Cluster.Client.CoreV1().Pods(n.Cluster.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, p := range pods.Items {
+		if err := deletePod(ctx, n.Cluster.Client, n.Cluster.Namespace, p.Name); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -147,8 +147,11 @@ func resolveSlots(held map[string][]string, instances []Instance, node string) (
 	for resource, ids := range held {
 		name, _ := strings.CutPrefix(resource, domain+"/")
 		il := slices.IndexFunc(instances, func(i Instance) bool { return i.Name == name })
+		// A virtual device id is the pool's own: look for its claim in
+		// the pool's Instances only.
+		pool := slices.DeleteFunc(slices.Clone(instances), func(i Instance) bool { return i.Pool != name })
 		for _, id := range ids {
-			s, err := resolveSlot(id, il, instances, node)
+			s, err := resolveSlot(id, il, instances, pool, node)
 			if err != nil {
 				return nil, fmt.Errorf("%s %s: %w", resource, id, err)
 			}
@@ -159,7 +162,7 @@ func resolveSlots(held map[string][]string, instances []Instance, node string) (
 	return slots, nil
 }
 
-func resolveSlot(id string, il int, instances []Instance, node string) (Slot, error) {
+func resolveSlot(id string, il int, instances, pool []Instance, node string) (Slot, error) {
 	if il >= 0 {
 		inst := instances[il]
 		if got := inst.Usage[id]; got != node {
@@ -168,7 +171,7 @@ func resolveSlot(id string, il int, instances []Instance, node string) (Slot, er
 		return Slot{ID: id, Instance: inst}, nil
 	}
 	want := "C:" + id + ":" + node
-	for _, inst := range instances {
+	for _, inst := range pool {
 		for slot, u := range inst.Usage {
 			if u == want {
 				return Slot{ID: slot, Instance: inst, VDev: id}, nil

@@ -188,7 +188,7 @@ func (n *Node) deleteAllPods(t testing.TB) {
 		return
 	}
 	for _, p := range pods.Items {
-		if err := deletePod(ctx, n.Cluster.Client, p.Name); err != nil {
+		if err := deletePod(ctx, n.Cluster.Client, PodNamespace, p.Name); err != nil {
 			t.Error(err)
 		}
 	}

@@ -10,8 +10,8 @@ import (
 
 // TestNode runs pods that ask for the bridge's devices on a real node,
 // then deletes one and restarts the kubelet and the bridge under the
-// others. Each step's pod must see exactly what the plugins' ADDs gave
-// its slots.
+// others, and unplugs a device from under a pod. Each step's pod must see
+// exactly what the plugins' ADDs gave its slots.
 func TestNode(t *testing.T) {
 	n := StartNode(t, requireNode(t))
 	ttys := n.Instances(t, "tty")
@@ -37,6 +37,9 @@ func TestNode(t *testing.T) {
 	})
 	t.Run("bridge restart", func(t *testing.T) {
 		testBridgeRestart(t, n, running)
+	})
+	t.Run("a removed device is Unhealthy in its pod's status, and Healthy when back", func(t *testing.T) {
+		testDeviceHealth(t, n)
 	})
 }
 

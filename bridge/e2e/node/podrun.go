@@ -168,7 +168,7 @@ func (n *Node) CheckStillRunning(t testing.TB, pods ...*Pod) {
 // DeletePod deletes a pod and waits until it is gone.
 func (n *Node) DeletePod(t testing.TB, name string) {
 	t.Helper()
-	if err := deletePod(t.Context(), n.Cluster.Client, name); err != nil {
+	if err := deletePod(t.Context(), n.Cluster.Client, PodNamespace, name); err != nil {
 		t.Fatal(err)
 	}
 }

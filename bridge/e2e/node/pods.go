@@ -138,8 +138,8 @@ func describePod(client kubernetes.Interface, pod *corev1.Pod) string {
 
 // deletePod deletes the pod and waits until it is gone: the kubelet has
 // stopped its container and confirmed.
-func deletePod(ctx context.Context, client kubernetes.Interface, name string) error {
-	err := client.CoreV1().Pods(PodNamespace).Delete(ctx, name, metav1.DeleteOptions{})
+func deletePod(ctx context.Context, client kubernetes.Interface, ns, name string) error {
+	err := client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -150,7 +150,7 @@ func deletePod(ctx context.Context, client kubernetes.Interface, name string) er
 	defer cancel()
 	var pod *corev1.Pod
 	for ; ctx.Err() == nil; time.Sleep(pollInterval) {
-		pod, err = client.CoreV1().Pods(PodNamespace).Get(ctx, name, metav1.GetOptions{})
+		pod, err = client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
