@@ -7,10 +7,9 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/client-go/rest"
-
 	"github.com/cdiexec/cdi/bridge/instance"
 	"github.com/cdiexec/cdi/bridge/instance/kube"
+	"github.com/cdiexec/cdi/bridge/internal/testing/apitest"
 )
 
 // raceResult is what nodes kube stores racing for one slot did.
@@ -30,11 +29,11 @@ type raceResult struct {
 // rounds times. Every store sees the slot free before each round, so
 // that each loser really writes and conflicts rather than refusing from
 // its cache. More or fewer than one winner is an error.
-func race(ctx context.Context, cfg *rest.Config, nodes, rounds int) (raceResult, error) {
+func race(ctx context.Context, env *apitest.Env, nodes, rounds int) (raceResult, error) {
 	res := raceResult{nodes: nodes, rounds: rounds, wins: make([]int, nodes)}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // the informers
-	ns, err := newNamespace(ctx, cfg)
+	ns, err := env.NewNamespace(ctx, "bench-")
 	if err != nil {
 		return res, err
 	}
@@ -43,7 +42,7 @@ func race(ctx context.Context, cfg *rest.Config, nodes, rounds int) (raceResult,
 	stores := make([]*kube.Store, nodes)
 	for i := range stores {
 		name := fmt.Sprintf("n%d", i)
-		if stores[i], err = newKubeStore(ctx, cfg, ns, name); err != nil {
+		if stores[i], err = newKubeStore(ctx, env.Config, ns, name); err != nil {
 			return res, err
 		}
 		if err := stores[i].Observe(ctx, name, cam.Config, []instance.Instance{cam}); err != nil {

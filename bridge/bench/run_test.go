@@ -82,7 +82,7 @@ func run(ctx context.Context, o options, out, log io.Writer) error {
 	}
 	if env != nil {
 		defer func() {
-			if err := stopAPI(env); err != nil {
+			if err := env.StopAndRemove(); err != nil {
 				b.progress("%v", err)
 			}
 		}()
@@ -132,7 +132,7 @@ func (b *bench) api(ctx context.Context) (*apitest.Env, error) {
 		return nil, nil
 	}
 	b.progress("starting etcd and kube-apiserver (the apiserver is built once and cached; a cold build takes minutes)")
-	env, err := startAPI(ctx)
+	env, err := apitest.RunWithInstances(ctx, apitest.Options{})
 	switch {
 	case errors.Is(err, apitest.ErrUnavailable) && !apitest.MustRun():
 		fmt.Fprintf(b.out, "\nkube store: SKIPPED, %v\n", err)
@@ -149,7 +149,7 @@ func (b *bench) races(ctx context.Context, env *apitest.Env) error {
 	var races []raceResult
 	for _, n := range b.o.raceNodes {
 		b.progress("%d kube stores racing for one slot, %d rounds", n, b.o.raceRounds)
-		r, err := race(ctx, env.Config, n, b.o.raceRounds)
+		r, err := race(ctx, env, n, b.o.raceRounds)
 		if err != nil {
 			return fmt.Errorf("race of %d nodes: %w", n, err)
 		}
@@ -225,7 +225,7 @@ func (b *bench) rigs(ctx context.Context, env *apitest.Env) ([]*rig, error) {
 		return nonNil(r), err
 	}
 	rigs := []*rig{r}
-	ns, err := newNamespace(ctx, env.Config)
+	ns, err := env.NewNamespace(ctx, "bench-")
 	if err != nil {
 		return rigs, err
 	}

@@ -108,7 +108,7 @@ func (s *sim) start(ctx context.Context) error {
 	if s.http, err = rest.HTTPClientFor(s.env.Config); err != nil {
 		return fmt.Errorf("http client: %w", err)
 	}
-	if s.ns, err = newNamespace(ctx, s.env.Config); err != nil {
+	if s.ns, err = s.env.NewNamespace(ctx, "clustersim-"); err != nil {
 		return err
 	}
 	if s.res.memBefore, err = s.memory(); err != nil {

@@ -65,7 +65,7 @@ func run(ctx context.Context, o clusterOptions, out, log io.Writer) error {
 	start := time.Now()
 	progress := func(format string, args ...any) { fmt.Fprintf(log, "clustersim: "+format+"\n", args...) }
 	progress("starting etcd and kube-apiserver (the apiserver is built once and cached; a cold build takes minutes)")
-	env, err := startAPI(ctx)
+	env, err := apitest.RunWithInstances(ctx, apitest.Options{})
 	switch {
 	case errors.Is(err, apitest.ErrUnavailable) && !apitest.MustRun():
 		fmt.Fprintf(out, "\ncluster simulation: SKIPPED, %v\n", err)
@@ -74,7 +74,7 @@ func run(ctx context.Context, o clusterOptions, out, log io.Writer) error {
 		return err
 	}
 	defer func() {
-		if err := stopAPI(env); err != nil {
+		if err := env.StopAndRemove(); err != nil {
 			progress("%v", err)
 		}
 	}()

@@ -2,6 +2,7 @@ package apitest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -89,14 +90,49 @@ var namespaceResource = schema.GroupVersionResource{Version: "v1", Resource: "na
 func StartWithInstances(tb testing.TB, opts Options) *Env {
 	tb.Helper()
 	env := Start(tb, opts)
-	crd, err := RepoFile(InstanceCRD)
-	if err == nil {
-		err = InstallCRD(tb.Context(), env.Config, crd)
-	}
-	if err != nil {
+	if err := env.installInstances(tb.Context()); err != nil {
 		tb.Fatal(err)
 	}
 	return env
+}
+
+// RunWithInstances is Run, then the Instance CRD installed: for the
+// benchmarks and the cluster simulation, which are not tests. The caller
+// calls StopAndRemove. An error wrapping ErrUnavailable means etcd or the
+// Go toolchain is missing.
+func RunWithInstances(ctx context.Context, opts Options) (*Env, error) {
+	env, err := Run(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("test API server: %w", err)
+	}
+	if err := env.installInstances(ctx); err != nil {
+		return nil, errors.Join(err, env.StopAndRemove())
+	}
+	return env, nil
+}
+
+func (e *Env) installInstances(ctx context.Context) error {
+	crd, err := RepoFile(InstanceCRD)
+	if err == nil {
+		err = InstallCRD(ctx, e.Config, crd)
+	}
+	if err != nil {
+		return fmt.Errorf("installing the Instance CRD: %w", err)
+	}
+	return nil
+}
+
+// StopAndRemove stops the servers and removes their directory, logs
+// included: for a run that has no use for them any more.
+func (e *Env) StopAndRemove() error {
+	err := e.Stop()
+	if rmErr := os.RemoveAll(e.Dir); err == nil {
+		err = rmErr
+	}
+	if err != nil {
+		return fmt.Errorf("stopping the test API server: %w", err)
+	}
+	return nil
 }
 
 // Namespace creates a namespace of a fresh name for one test, so that
@@ -104,15 +140,25 @@ func StartWithInstances(tb testing.TB, opts Options) *Env {
 // its name. The namespace is left behind: the server goes with the test.
 func (e *Env) Namespace(tb testing.TB) string {
 	tb.Helper()
-	client, err := dynamic.NewForConfig(e.Config)
+	ns, err := e.NewNamespace(tb.Context(), "t-")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace"}}
-	ns.SetGenerateName("t-")
-	got, err := client.Resource(namespaceResource).Create(tb.Context(), ns, metav1.CreateOptions{})
+	return ns
+}
+
+// NewNamespace creates a namespace whose name starts with prefix and
+// returns its name.
+func (e *Env) NewNamespace(ctx context.Context, prefix string) (string, error) {
+	client, err := dynamic.NewForConfig(e.Config)
 	if err != nil {
-		tb.Fatalf("creating a namespace: %v", err)
+		return "", fmt.Errorf("kubernetes client: %w", err)
 	}
-	return got.GetName()
+	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace"}}
+	ns.SetGenerateName(prefix)
+	got, err := client.Resource(namespaceResource).Create(ctx, ns, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("creating a namespace: %w", err)
+	}
+	return got.GetName(), nil
 }
