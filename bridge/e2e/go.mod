@@ -10,6 +10,7 @@ require (
 	github.com/cdiexec/cdi v0.0.0-00010101000000-000000000000
 	github.com/google/cadvisor v0.56.2
 	github.com/google/go-containerregistry v0.22.1
+	github.com/prometheus/common v0.73.1
 	golang.org/x/sys v0.49.0
 	google.golang.org/grpc v1.85.0
 	k8s.io/api v0.36.3
@@ -98,7 +99,6 @@ require (
 	github.com/pquerna/cachecontrol v0.1.0 // indirect
 	github.com/prometheus/client_golang v1.25.0 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
-	github.com/prometheus/common v0.73.1 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/robfig/cron/v3 v3.0.1 // indirect
 	github.com/sirupsen/logrus v1.9.4 // indirect

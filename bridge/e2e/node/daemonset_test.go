@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"golang.org/x/sys/unix"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 )
@@ -44,6 +46,9 @@ func TestDaemonSet(t *testing.T) {
 	}
 	t.Run("a rolling update keeps the workload's slot and serves new ones", func(t *testing.T) {
 		testRollingUpdate(t, n, held)
+	})
+	t.Run("the bridge's identity is refused nothing", func(t *testing.T) {
+		checkPodNotForbidden(t, n.Cluster.Namespace)
 	})
 }
 
@@ -315,18 +320,32 @@ func bridgeAllocations(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return 0, fmt.Errorf("the bridge's metrics: %w", err)
+	}
 	sum := 0
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "cdi_bridge_allocations_total{") && strings.Contains(line, `result="ok"`) {
-			f := strings.Fields(line)
-			v, err := strconv.ParseFloat(f[len(f)-1], 64)
-			if err != nil {
-				return 0, fmt.Errorf("%q: %w", line, err)
+	for _, m := range families["cdi_bridge_allocations_total"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "result" && l.GetValue() == "ok" {
+				sum += int(m.GetCounter().GetValue())
 			}
-			sum += int(v)
 		}
 	}
-	return sum, sc.Err()
+	return sum, nil
+}
+
+// checkPodNotForbidden fails the test for every line of the bridge pod's
+// logs, as the kubelet keeps them, in which the API server refused it
+// something: the pod's projected ServiceAccount token and the shipped
+// RBAC must grant all it does, leader election included.
+func checkPodNotForbidden(t *testing.T, namespace string) {
+	logs, err := filepath.Glob(filepath.Join("/var/log/pods", namespace+"_*", "bridge", "*.log"))
+	if err != nil || len(logs) == 0 {
+		t.Fatalf("no log of the bridge's container under /var/log/pods (%v)", err)
+	}
+	for _, l := range logs {
+		checkNotForbidden(t, l)
+	}
 }
