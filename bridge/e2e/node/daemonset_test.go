@@ -291,7 +291,8 @@ func testRollingUpdate(t *testing.T, n *Node, held *Pod) {
 }
 
 // checkClaimed fails unless the slot's Instance records it held by this
-// node.
+// node, as the pod holds it: an Instance-level claim, or a
+// Configuration-level one for the pod's virtual device.
 func checkClaimed(ctx context.Context, n *Node, slot Slot) error {
 	all, err := listInstances(ctx, n.Cluster.Dynamic, n.Cluster.Namespace)
 	if err != nil {
@@ -299,7 +300,7 @@ func checkClaimed(ctx context.Context, n *Node, slot Slot) error {
 	}
 	for _, i := range all {
 		if i.Name == slot.Instance.Name {
-			if !strings.Contains(i.Usage[slot.ID], Name) {
+			if u := i.Usage[slot.ID]; u != Name && u != "C:"+slot.VDev+":"+Name {
 				return fmt.Errorf("slot %s of %s is %q after the update, want it held by %s", slot.ID, i.Name, i.Usage[slot.ID], Name)
 			}
 			return nil

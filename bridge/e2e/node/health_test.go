@@ -84,18 +84,20 @@ func testDeviceHealth(t *testing.T, n *Node) {
 func waitInstance(ctx context.Context, n *Node, pool string) (Instance, error) {
 	ctx, cancel := context.WithTimeout(ctx, resourcesWait)
 	defer cancel()
-	var last []Instance
+	last := "no list"
 	for ; ctx.Err() == nil; time.Sleep(pollInterval) {
 		all, err := listInstances(ctx, n.Cluster.Dynamic, n.Cluster.Namespace)
 		if err != nil {
+			last = err.Error()
 			continue
 		}
-		last = slices.DeleteFunc(all, func(i Instance) bool { return i.Pool != pool })
-		if len(last) == 1 {
-			return last[0], nil
+		insts := slices.DeleteFunc(all, func(i Instance) bool { return i.Pool != pool })
+		if len(insts) == 1 {
+			return insts[0], nil
 		}
+		last = fmt.Sprintf("%d Instances: %v", len(insts), insts)
 	}
-	return Instance{}, fmt.Errorf("pool %s: %d Instances within %v, want one: %v", pool, len(last), resourcesWait, last)
+	return Instance{}, fmt.Errorf("pool %s: not one Instance within %v; last seen %s", pool, resourcesWait, last)
 }
 
 // copyDeviceNode makes a device node at path with the type, mode and
