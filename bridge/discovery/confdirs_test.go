@@ -69,8 +69,8 @@ func TestRunNoticesTheSecondConfDir(t *testing.T) {
 	got := discoveredAfter(t, d, func() {
 		writeConf(t, second, "tty", "chart", "generic-tty",
 			map[string]any{"root": exectest.FixtureRoot(t), "stateDir": t.TempDir(), "num_system_reserved": 40})
-	})
-	if find(got, "tty-chart") == nil {
-		t.Fatalf("after adding a drop-in to the second directory: %v", names(got))
+	}, "tty-chart")
+	if p := find(got, "tty-chart"); p.Err != nil || len(p.Devices) != 4 {
+		t.Fatalf("after adding a drop-in to the second directory: %d devices, error %v", len(p.Devices), p.Err)
 	}
 }

@@ -106,31 +106,44 @@ func TestRunNoticesNewDropIn(t *testing.T) {
 	got := discoveredAfter(t, d, func() {
 		writeConf(t, confDir, "snd", "sound", "generic", map[string]any{"root": exectest.FixtureRoot(t), "stateDir": t.TempDir(),
 			"groups": []map[string]any{{"name": "", "paths": []string{"/dev/snd/*"}, "perDevice": "all"}}})
-	})
-	if find(got, "snd-sound") == nil {
-		t.Fatalf("after adding a drop-in: %v", names(got))
+	}, "snd-sound")
+	if p := find(got, "snd-sound"); p.Err != nil {
+		t.Fatalf("after adding a drop-in: %v", p.Err)
 	}
 }
 
 // discoveredAfter runs d, polling its directories every 20 ms, waits for
 // the first discovery (the three pools of newDiscoverer), calls change,
-// and returns the next discovery's pools.
-func discoveredAfter(t *testing.T, d *Discoverer, change func()) []Pool {
+// and returns the first later discovery that has the pool named want.
+// Discoveries without it may come first: a poll can see a drop-in that is
+// created but not yet written, and the next poll sees it whole.
+func discoveredAfter(t *testing.T, d *Discoverer, change func(), want string) []Pool {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	results := make(chan []Pool, 10)
-	go d.Run(ctx, time.Hour, 20*time.Millisecond, func(u Update) { results <- u.Pools })
+	results := make(chan []Pool)
+	go d.Run(ctx, time.Hour, 20*time.Millisecond, func(u Update) {
+		select {
+		case results <- u.Pools:
+		case <-ctx.Done():
+		}
+	})
 	if got := <-results; len(got) != 3 {
 		t.Fatalf("first run: %v", names(got))
 	}
 	change()
-	select {
-	case got := <-results:
-		return got
-	case <-time.After(10 * time.Second):
-		t.Fatal("the change was not discovered")
-		return nil
+	deadline := time.After(10 * time.Second)
+	var last []Pool
+	for {
+		select {
+		case last = <-results:
+			if find(last, want) != nil {
+				return last
+			}
+		case <-deadline:
+			t.Fatalf("no discovery found %s; the last one found %v", want, names(last))
+			return nil
+		}
 	}
 }
 
