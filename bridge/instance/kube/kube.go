@@ -68,11 +68,25 @@ func Start(ctx context.Context, client dynamic.Interface, namespace string) (*St
 
 func makeStore(client dynamic.Interface, namespace string) *Store {
 	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(client, 0, namespace, nil)
+	informer := factory.ForResource(Resource).Informer()
+	// Only a Store that has not started its informer can fail to set it.
+	_ = informer.SetTransform(dropManagedFields)
 	return &Store{
 		client: client.Resource(Resource).Namespace(namespace), namespace: namespace,
-		informer: factory.ForResource(Resource).Informer(), backoff: defaultBackoff(),
+		informer: informer, backoff: defaultBackoff(),
 		recent: map[string]recentWrite{}, watch: watchState{kick: make(chan struct{}, 1)},
 	}
+}
+
+// dropManagedFields is the informer's transform: an object's
+// managedFields (a timestamped entry per field manager, most of an
+// Instance's metadata) are never read by the Store, and every bridge
+// would hold them for every Instance it watches.
+func dropManagedFields(obj any) (any, error) {
+	if o, ok := obj.(*unstructured.Unstructured); ok {
+		o.SetManagedFields(nil)
+	}
+	return obj, nil
 }
 
 // start runs the informer, with the Store's event handlers, and resync.

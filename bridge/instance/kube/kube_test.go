@@ -29,6 +29,39 @@ func TestStore(t *testing.T) {
 	t.Run("nodes share an instance", func(t *testing.T) { testShared(t, env) })
 	t.Run("a departed node is forgotten", func(t *testing.T) { testForgetNode(t, env) })
 	t.Run("kubectl get prints which device and how busy", func(t *testing.T) { testTable(t, env) })
+	t.Run("the informer keeps no managedFields", func(t *testing.T) { testNoManagedFields(t, env) })
+}
+
+// testNoManagedFields: the API server's copy of an Instance has
+// managedFields; the informer's copy, which every bridge holds, has none.
+func testNoManagedFields(t *testing.T, env *apitest.Env) {
+	s := newStore(t, env.Config, env.Namespace(t))
+	cam := storetest.Cam("a", "gate", 2)
+	observe(t, s, "a", cam)
+	obj, err := s.client.Get(t.Context(), cam.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(obj.GetManagedFields()) == 0 {
+		t.Fatal("the API server's copy has no managedFields: the test proves nothing")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		item, ok, err := s.informer.GetStore().GetByKey(obj.GetNamespace() + "/" + cam.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			if mf := item.(*unstructured.Unstructured).GetManagedFields(); len(mf) > 0 {
+				t.Fatalf("the informer's copy keeps %d managedFields entries", len(mf))
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the informer never held the Instance")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // newStore is a Store with a client of its own, as a bridge on its own
