@@ -32,9 +32,10 @@ type Store struct {
 	// recent are this Store's writes the informer has not caught up with,
 	// by name.
 	recent map[string]recentWrite
-	// writes counts the API writes made, for the benchmarks.
-	writes, conflicts int
-	watch             watchState
+	// writes counts the API writes made, for the benchmarks, and
+	// relists the lists resync made.
+	writes, conflicts, relists int
+	watch                      watchState
 }
 
 var _ instance.Store = (*Store)(nil)
@@ -166,14 +167,15 @@ func (s *Store) Changes() (<-chan struct{}, func()) { return s.changes.Subscribe
 
 func (s *Store) notify() { s.changes.Notify() }
 
-// Stats are the API writes the Store made and how many of them conflicted.
-type Stats struct{ Writes, Conflicts int }
+// Stats are the API writes the Store made, how many of them conflicted,
+// and how many lists it made itself while its informer lacked a watch.
+type Stats struct{ Writes, Conflicts, Relists int }
 
 // Stats returns the counts so far.
 func (s *Store) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Stats{Writes: s.writes, Conflicts: s.conflicts}
+	return Stats{Writes: s.writes, Conflicts: s.conflicts, Relists: s.relists}
 }
 
 func (s *Store) count(conflict bool) {

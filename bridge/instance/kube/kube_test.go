@@ -388,7 +388,15 @@ func TestAPIServerRestart(t *testing.T) {
 	}
 	waitStale(t, s, true)
 	// Long enough down that the informer's backoff has grown.
+	before := s.Stats().Relists
 	time.Sleep(10 * time.Second)
+	// Listing twice a second, as the Store once did, is 20 lists; the
+	// jittered backoff's waits are at least 1, 2 and 4 s long.
+	if n := s.Stats().Relists - before; n > 5 {
+		t.Errorf("the Store listed %d times in 10 s with the API server down, want at most 5", n)
+	} else {
+		t.Logf("the Store listed %d times in 10 s with the API server down", n)
+	}
 	if err := env.StartAPIServer(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -397,7 +405,8 @@ func TestAPIServerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	setUsage(t, client.Resource(Resource).Namespace(ns), cam.Name, s1, "n7")
-	took := waitUsage(t, s, cam.Name, s1, "n7", 5*time.Second)
+	// Within the informer's longest backoff, or the Store's next list.
+	took := waitUsage(t, s, cam.Name, s1, "n7", 40*time.Second)
 	t.Logf("a change made after the restart reached the Store's view after %v", took)
 	waitStale(t, s, false)
 	if err := s.Release(t.Context(), []instance.Claim{{Instance: cam.Name, Slot: s0, Value: "n0"}}); err != nil {

@@ -3,21 +3,36 @@ package kube
 import (
 	"context"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"net/http"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 )
 
-// ResyncInterval is how often a Store whose informer has lost its watch
-// lists the Instances itself. client-go's informer retries a refused
-// watch with a backoff of up to 30 s (1.3 to 58 s were seen after an API
-// server restart), during which this node would be offered slots taken
-// elsewhere and not slots freed elsewhere.
-const ResyncInterval = 500 * time.Millisecond
+// relistBackoff paces the lists a Store makes itself while its
+// informer may lack a watch. client-go's informer retries a refused watch
+// with a backoff of up to 30 s (1.3 to 58 s were seen after an API server
+// restart), during which this node would be offered slots taken
+// elsewhere and not slots freed elsewhere; listing in the meantime keeps
+// the view current. The waits grow, 1 s then twice as long each time up
+// to 8 s, each stretched by a random part of up to as much again, so that
+// the bridges of every node, which all lose their watch when an API
+// server restarts, neither list at the same instants nor many times
+// each: about 8 lists in the first minute (twice a second before).
+func relistBackoff() wait.Backoff {
+	return wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 1, Cap: 8 * time.Second, Steps: math.MaxInt32}
+}
+
+// relistTimeout bounds one of those lists: a list that waits (client-go
+// held the first one after a restart in its rate limiter for 5 s) is
+// tried again at the next step.
+const relistTimeout = time.Second
 
 // ResyncWindow is how long after the last failed list or watch resync
 // keeps listing, even once the API server accepts a watch again: an
@@ -29,7 +44,8 @@ const ResyncWindow = 30 * time.Second
 // StartConfig is Start with a client made from cfg, whose requests the
 // Store follows: when its informer's list or watch cannot reach the API
 // server the Store knows its view may fall behind (Stale), and lists the
-// Instances itself every ResyncInterval until the informer watches again.
+// Instances itself, at the pace of relistBackoff, until the informer
+// watches again.
 // The informer itself reports nothing of a refused watch: it retries in
 // silence.
 func StartConfig(ctx context.Context, cfg *rest.Config, namespace string) (*Store, error) {
@@ -126,8 +142,9 @@ func (s *Store) Stale() (time.Time, error) {
 	return s.watch.stale.since, s.watch.stale.err
 }
 
-// resync, while the informer may lack a watch, lists the Instances every
-// ResyncInterval and takes what the API returns as newer than the
+// resync, while the informer may lack a watch, lists the Instances at
+// the pace of relistBackoff (the first list after a random part of its
+// first wait) and takes what the API returns as newer than the
 // informer's copies (as it takes this Store's own writes), until the
 // informer watches again and ResyncWindow has passed since the last
 // failure.
@@ -138,12 +155,18 @@ func (s *Store) resync(ctx context.Context) {
 			return
 		case <-s.watch.kick:
 		}
-		for s.watchBroken() && ctx.Err() == nil {
-			s.relist(ctx)
+		backoff := relistBackoff()
+		wait := time.Duration(rand.Int64N(int64(backoff.Duration)))
+		for ctx.Err() == nil {
 			select {
 			case <-ctx.Done():
-			case <-time.After(ResyncInterval):
+			case <-time.After(wait):
 			}
+			if !s.watchBroken() {
+				break
+			}
+			s.relist(ctx)
+			wait = backoff.Step()
 		}
 	}
 }
@@ -160,10 +183,11 @@ func (s *Store) watchBroken() bool {
 // relist lists the Instances from the API server and remembers each as
 // the newest copy, and every cached one the list lacks as deleted.
 func (s *Store) relist(ctx context.Context) {
-	// Short: a list that waits (client-go held the first one after a
-	// restart in its rate limiter for 5 s) is tried again sooner.
-	ctx, cancel := context.WithTimeout(ctx, 2*ResyncInterval)
+	ctx, cancel := context.WithTimeout(ctx, relistTimeout)
 	defer cancel()
+	s.mu.Lock()
+	s.relists++
+	s.mu.Unlock()
 	list, err := s.client.List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return // still unreachable: stay stale
