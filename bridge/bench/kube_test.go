@@ -19,7 +19,7 @@ func newKubeStore(ctx context.Context, cfg *rest.Config, namespace, node string)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	s, err := kube.New(ctx, client, namespace)
+	s, err := kube.New(ctx, client, namespace, kube.AllPools)
 	if err != nil {
 		return nil, fmt.Errorf("kube store for %s: %w", node, err)
 	}

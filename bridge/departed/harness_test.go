@@ -123,7 +123,7 @@ func (c *cluster) store(cfg *rest.Config) *kube.Store {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	c.t.Cleanup(stop)
-	s, err := kube.New(ctx, client, c.ns)
+	s, err := kube.New(ctx, client, c.ns, kube.AllPools)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -144,7 +144,18 @@ func (c *cluster) startJanitor(node string) (stop func()) {
 		c.t.Fatal(err)
 	}
 	logs := &syncBuffer{}
-	j, err := New(Config{Client: client, Store: &counted{Store: c.store(cfg), who: node, rec: c.rec}, Node: node,
+	dyn, err := dynamic.NewForConfig(rest.CopyConfig(cfg))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	open := func(ctx context.Context) (Store, error) {
+		s, err := kube.New(ctx, dyn, c.ns, kube.AllPools)
+		if err != nil {
+			return nil, err
+		}
+		return &counted{Store: s, who: node, rec: c.rec}, nil
+	}
+	j, err := New(Config{Client: client, OpenStore: open, Node: node,
 		Namespace: c.ns, LeaseDuration: testLease, RenewDeadline: testRenew, RetryPeriod: testRetry,
 		NodePoll: testRetry, Logger: logs.logger()})
 	if err != nil {

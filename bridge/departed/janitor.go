@@ -48,7 +48,11 @@ var ErrConfig = errors.New("departed-node janitor configuration")
 // Config says where the Janitor works and as whom.
 type Config struct {
 	Client kubernetes.Interface
-	Store  Store
+	// OpenStore opens the Store the leader reads and writes, following
+	// every pool's Instances, for as long as ctx lasts: a bridge's own
+	// Store follows only the pools it serves, and only the leader holds
+	// everything.
+	OpenStore func(ctx context.Context) (Store, error)
 	// Node is this bridge's node: its identity in the election, and a
 	// Node object that must exist before it takes part.
 	Node string
@@ -72,8 +76,8 @@ type Janitor struct {
 
 // New checks cfg and fills in its defaults.
 func New(cfg Config) (*Janitor, error) {
-	if cfg.Client == nil || cfg.Store == nil || cfg.Node == "" || cfg.Namespace == "" {
-		return nil, fmt.Errorf("%w: Client, Store, Node and Namespace are required", ErrConfig)
+	if cfg.Client == nil || cfg.OpenStore == nil || cfg.Node == "" || cfg.Namespace == "" {
+		return nil, fmt.Errorf("%w: Client, OpenStore, Node and Namespace are required", ErrConfig)
 	}
 	if cfg.Lease == "" {
 		cfg.Lease = DefaultLease

@@ -1,6 +1,7 @@
 package departed
 
 import (
+	"context"
 	"errors"
 	"maps"
 	"slices"
@@ -182,7 +183,8 @@ func TestNewChecksConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ok := Config{Client: client, Store: &counted{}, Node: "n1", Namespace: "cdi-system"}
+	open := func(context.Context) (Store, error) { return &counted{}, nil }
+	ok := Config{Client: client, OpenStore: open, Node: "n1", Namespace: "cdi-system"}
 	tests := []struct {
 		name   string
 		change func(*Config)
@@ -191,7 +193,7 @@ func TestNewChecksConfig(t *testing.T) {
 		{"defaults", func(*Config) {}, true},
 		{"test timing", func(c *Config) { c.LeaseDuration, c.RenewDeadline, c.RetryPeriod = testLease, testRenew, testRetry }, true},
 		{"no client", func(c *Config) { c.Client = nil }, false},
-		{"no store", func(c *Config) { c.Store = nil }, false},
+		{"no store", func(c *Config) { c.OpenStore = nil }, false},
 		{"no node", func(c *Config) { c.Node = "" }, false},
 		{"no namespace", func(c *Config) { c.Namespace = "" }, false},
 		{"renew deadline past the lease", func(c *Config) { c.RenewDeadline = 20 * time.Second }, false},

@@ -31,6 +31,13 @@ func (j *Janitor) lead(ctx context.Context) {
 	queue := workqueue.NewTypedRateLimitingQueue(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryFirst, retryMax))
 	defer queue.ShutDown()
+	store, err := j.cfg.OpenStore(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			j.log.Error("departed-node janitor: opening the store of every pool", "err", err)
+		}
+		return
+	}
 	nodes, err := j.watchNodes(ctx, queue)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -42,8 +49,8 @@ func (j *Janitor) lead(ctx context.Context) {
 		<-ctx.Done()
 		queue.ShutDown()
 	}()
-	j.sweep(ctx, nodes, queue)
-	for j.next(ctx, queue) {
+	j.sweep(ctx, store, nodes, queue)
+	for j.next(ctx, store, queue) {
 	}
 }
 
@@ -84,8 +91,8 @@ func nameOnly(obj any) (any, error) {
 
 // sweep queues every node the Instances name that has no Node object:
 // nodes deleted while no leader watched, or before this one started.
-func (j *Janitor) sweep(ctx context.Context, nodes cache.Store, queue workqueue.TypedInterface[string]) {
-	all, err := j.cfg.Store.List(ctx)
+func (j *Janitor) sweep(ctx context.Context, store Store, nodes cache.Store, queue workqueue.TypedInterface[string]) {
+	all, err := store.List(ctx)
 	if err != nil {
 		// List returns what it could read: sweep that much.
 		j.log.Warn("departed-node sweep: listing instances", "err", err)
@@ -109,13 +116,13 @@ func (j *Janitor) sweep(ctx context.Context, nodes cache.Store, queue workqueue.
 
 // next clears the next queued node; it returns false once the queue is
 // shut down.
-func (j *Janitor) next(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string]) bool {
+func (j *Janitor) next(ctx context.Context, store Store, queue workqueue.TypedRateLimitingInterface[string]) bool {
 	name, shutdown := queue.Get()
 	if shutdown {
 		return false
 	}
 	defer queue.Done(name)
-	if err := j.forgetIfGone(ctx, name); err != nil {
+	if err := j.forgetIfGone(ctx, store, name); err != nil {
 		if ctx.Err() == nil {
 			j.log.Warn("clearing a departed node; will retry", "node", name, "err", err)
 			queue.AddRateLimited(name)
@@ -130,7 +137,7 @@ func (j *Janitor) next(ctx context.Context, queue workqueue.TypedRateLimitingInt
 // API server is asked, not the informer: a node deleted and registered
 // again since the event (a reinstalled machine), or one newer than the
 // informer's list, keeps its claims.
-func (j *Janitor) forgetIfGone(ctx context.Context, node string) error {
+func (j *Janitor) forgetIfGone(ctx context.Context, store Store, node string) error {
 	_, err := j.cfg.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	switch {
 	case err == nil:
@@ -139,7 +146,7 @@ func (j *Janitor) forgetIfGone(ctx context.Context, node string) error {
 	case !apierrors.IsNotFound(err):
 		return fmt.Errorf("looking up node %s: %w", node, err)
 	}
-	freed, err := j.cfg.Store.ForgetNode(ctx, node)
+	freed, err := store.ForgetNode(ctx, node)
 	j.log.Info("cleared a departed node", "node", node, "freedSlots", freed, "err", err)
 	if err != nil {
 		return fmt.Errorf("clearing node %s: %w", node, err)

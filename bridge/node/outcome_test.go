@@ -99,7 +99,7 @@ func startKubeStore(t *testing.T, cfg *rest.Config, ns string) *kube.Store {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	s, err := kube.New(ctx, client, ns)
+	s, err := kube.New(ctx, client, ns, kube.AllPools)
 	if err != nil {
 		t.Fatal(err)
 	}

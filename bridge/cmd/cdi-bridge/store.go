@@ -49,7 +49,7 @@ func openStore(ctx context.Context, o *options, log *slog.Logger) (instance.Stor
 	syncCtx, cancel := context.WithTimeout(ctx, syncTimeout)
 	defer cancel()
 	log.Info("instance store: Kubernetes", "server", cfg.Host, "namespace", o.namespace, "reason", reason)
-	s, err := kube.StartConfig(ctx, cfg, o.namespace)
+	s, err := kube.StartConfig(ctx, cfg, o.namespace, kube.ServedPools)
 	if err == nil {
 		err = s.Synced(syncCtx)
 	}
@@ -66,7 +66,7 @@ func openStore(ctx context.Context, o *options, log *slog.Logger) (instance.Stor
 // leader's bridge exits another takes over at once, not when the lease
 // runs out.
 func startDeparted(ctx context.Context, o *options, cfg *rest.Config, store instance.Store, log *slog.Logger) (stop func(), err error) {
-	ks, ok := store.(*kube.Store)
+	_, ok := store.(*kube.Store)
 	if !ok || cfg == nil {
 		return func() {}, nil
 	}
@@ -78,7 +78,15 @@ func startDeparted(ctx context.Context, o *options, cfg *rest.Config, store inst
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	j, err := departed.New(departed.Config{Client: client, Store: ks, Node: o.nodeName, Namespace: o.namespace,
+	// The leader's Store of every pool, beside the node's own.
+	open := func(ctx context.Context) (departed.Store, error) {
+		s, err := kube.StartConfig(ctx, cfg, o.namespace, kube.AllPools)
+		if err == nil {
+			err = s.Synced(ctx)
+		}
+		return s, err
+	}
+	j, err := departed.New(departed.Config{Client: client, OpenStore: open, Node: o.nodeName, Namespace: o.namespace,
 		Lease: o.leaseName, Logger: log})
 	if err != nil {
 		return nil, err

@@ -39,7 +39,7 @@ func TestRetriesAreBounded(t *testing.T) {
 				map[schema.GroupVersionResource]string{Resource: "InstanceList"})
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			s, err := New(ctx, client, "ns")
+			s, err := New(ctx, client, "ns", AllPools)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,6 +6,13 @@
 // object guarded by its resourceVersion, so two nodes racing for one slot
 // can never both win and no write loses another node's keys; the loser
 // re-reads and applies the instance package's rules again, a bounded
-// number of times. Reads come from one informer, which also drives the
+// number of times. Reads come from informers, which also drive the
 // change feed, so an allocation costs one API write when nobody races.
+//
+// Every Instance carries its pool in the label LabelPool. A node's Store
+// (ServedPools) runs an informer per pool its drop-ins report, selected
+// by that label, so that what a bridge holds and hears grows with what it
+// serves, not with the cluster; only the one bridge that clears departed
+// nodes follows every pool (AllPools). The informers keep no
+// managedFields.
 package kube

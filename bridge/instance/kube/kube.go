@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/cdiexec/cdi/bridge/instance"
@@ -21,10 +20,14 @@ import (
 // Store is an instance.Store of Instance objects in one namespace. It is
 // safe for concurrent use, and by bridges on many nodes at once.
 type Store struct {
+	dynamic   dynamic.Interface
 	client    dynamic.ResourceInterface
 	namespace string
-	informer  cache.SharedIndexInformer
+	scope     Scope
 	backoff   wait.Backoff
+	// life is the context Start was given: the informers run until it
+	// ends.
+	life context.Context
 
 	changes fanout.Fanout
 
@@ -35,7 +38,14 @@ type Store struct {
 	// writes counts the API writes made, for the benchmarks, and
 	// relists the lists resync made.
 	writes, conflicts, relists int
-	watch                      watchState
+	// events counts the informers' events, for the tests and benchmarks.
+	events int
+	watch  watchState
+	// informers follow the Instances, one per served pool with
+	// ServedPools, one of every pool (under "") with AllPools.
+	informers map[string]*poolInformer
+	// servers are, by pool, the nodes whose Observe reports it served.
+	servers map[string]map[string]bool
 }
 
 var _ instance.Store = (*Store)(nil)
@@ -51,35 +61,32 @@ func defaultBackoff() wait.Backoff {
 }
 
 // New is Start, then Synced on ctx.
-func New(ctx context.Context, client dynamic.Interface, namespace string) (*Store, error) {
-	s, err := Start(ctx, client, namespace)
+func New(ctx context.Context, client dynamic.Interface, namespace string, scope Scope) (*Store, error) {
+	s, err := Start(ctx, client, namespace, scope)
 	if err != nil {
 		return nil, err
 	}
 	return s, s.Synced(ctx)
 }
 
-// Start returns a Store of the Instances in namespace and starts its
-// informer, which runs until ctx ends. StartConfig also follows the
-// informer's watch.
-func Start(ctx context.Context, client dynamic.Interface, namespace string) (*Store, error) {
-	s := makeStore(client, namespace)
+// Start returns a Store of the Instances in namespace and, with AllPools,
+// starts its informer; informers run until ctx ends. StartConfig also
+// follows the informers' watches.
+func Start(ctx context.Context, client dynamic.Interface, namespace string, scope Scope) (*Store, error) {
+	s := makeStore(client, namespace, scope)
 	return s, s.start(ctx)
 }
 
-func makeStore(client dynamic.Interface, namespace string) *Store {
-	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(client, 0, namespace, nil)
-	informer := factory.ForResource(Resource).Informer()
-	// Only a Store that has not started its informer can fail to set it.
-	_ = informer.SetTransform(dropManagedFields)
+func makeStore(client dynamic.Interface, namespace string, scope Scope) *Store {
 	return &Store{
-		client: client.Resource(Resource).Namespace(namespace), namespace: namespace,
-		informer: informer, backoff: defaultBackoff(),
+		dynamic: client, client: client.Resource(Resource).Namespace(namespace), namespace: namespace,
+		scope: scope, backoff: defaultBackoff(),
 		recent: map[string]recentWrite{}, watch: watchState{kick: make(chan struct{}, 1)},
+		informers: map[string]*poolInformer{}, servers: map[string]map[string]bool{},
 	}
 }
 
-// dropManagedFields is the informer's transform: an object's
+// dropManagedFields is the informers' transform: an object's
 // managedFields (a timestamped entry per field manager, most of an
 // Instance's metadata) are never read by the Store, and every bridge
 // would hold them for every Instance it watches.
@@ -90,34 +97,39 @@ func dropManagedFields(obj any) (any, error) {
 	return obj, nil
 }
 
-// start runs the informer, with the Store's event handlers, and resync.
+// start runs resync and, with AllPools, the informer of every Instance.
 func (s *Store) start(ctx context.Context) error {
-	event := func(obj any) { s.caughtUp(obj); s.notify() }
-	if _, err := s.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: event, DeleteFunc: event, UpdateFunc: func(_, obj any) { event(obj) },
-	}); err != nil {
-		return err
-	}
-	if err := s.informer.SetWatchErrorHandler(s.lostWatch); err != nil {
-		return err
-	}
-	go s.informer.Run(ctx.Done())
+	s.life = ctx
 	go s.resync(ctx)
+	if s.scope == AllPools {
+		return s.follow(ctx, "")
+	}
 	return nil
 }
 
-// Synced waits until the informer holds its first full list of
+// Synced waits until every informer holds its first full list of
 // Instances, or ctx ends: until then List would report none.
 func (s *Store) Synced(ctx context.Context) error {
-	if !cache.WaitForCacheSync(ctx.Done(), s.informer.HasSynced) {
-		return fmt.Errorf("listing %s in namespace %q: %w", Resource.GroupResource(), s.namespace, ctx.Err())
+	for _, inf := range s.running() {
+		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+			return fmt.Errorf("listing %s in namespace %q: %w", Resource.GroupResource(), s.namespace, ctx.Err())
+		}
 	}
 	return nil
 }
 
-// List implements instance.Store from the informer's cache and this
-// Store's own writes: what it wrote, it reads back at once.
-func (s *Store) List(ctx context.Context) ([]instance.Instance, error) {
+// List implements instance.Store from the informers' caches and this
+// Store's own writes: what it wrote, it reads back at once. With
+// ServedPools it lists the served pools' Instances; its error wraps
+// ErrNotListed while one of them has not been listed yet.
+func (s *Store) List(context.Context) ([]instance.Instance, error) {
+	out, err := s.list()
+	return out, errors.Join(err, s.notListed())
+}
+
+// list is List without the pools not listed yet: for Observe, which
+// reads only the pool it has just listed.
+func (s *Store) list() ([]instance.Instance, error) {
 	var out []instance.Instance
 	var errs []error
 	for _, obj := range s.objects() {
@@ -135,25 +147,42 @@ func (s *Store) List(ctx context.Context) ([]instance.Instance, error) {
 // cached returns the newest copy of the named Instance this Store knows
 // of without asking the API server, or nil.
 func (s *Store) cached(name string) (*instance.Instance, error) {
-	key := name
-	if s.namespace != "" {
-		key = s.namespace + "/" + name
+	obj, err := s.newest(name)
+	if obj == nil || err != nil {
+		return nil, err
 	}
+	in, err := toInstance(obj)
+	return &in, err
+}
+
+// newest is the newest object of the named Instance this Store knows of:
+// its own recent write or an informer's copy; nil when it knows of none,
+// or the newer says it is gone.
+func (s *Store) newest(name string) (*unstructured.Unstructured, error) {
 	// The write first, as in objects: see recentWrites.
 	s.mu.Lock()
 	w, had := s.recent[name]
 	s.mu.Unlock()
-	item, _, err := s.informer.GetStore().GetByKey(key)
-	if err != nil {
-		return nil, err
+	var cached *unstructured.Unstructured
+	for _, inf := range s.running() {
+		item, _, err := inf.GetStore().GetByKey(s.key(name))
+		if err != nil {
+			return nil, err
+		}
+		if obj, ok := item.(*unstructured.Unstructured); ok {
+			cached = obj
+			break
+		}
 	}
-	cached, _ := item.(*unstructured.Unstructured)
-	obj := newer(cached, w, had)
-	if obj == nil {
-		return nil, nil
+	return newer(cached, w, had), nil
+}
+
+// key is the informers' key of the named Instance.
+func (s *Store) key(name string) string {
+	if s.namespace == "" {
+		return name
 	}
-	in, err := toInstance(obj)
-	return &in, err
+	return s.namespace + "/" + name
 }
 
 // Get returns the named Instance as List shows it, nil when List shows
@@ -168,14 +197,15 @@ func (s *Store) Changes() (<-chan struct{}, func()) { return s.changes.Subscribe
 func (s *Store) notify() { s.changes.Notify() }
 
 // Stats are the API writes the Store made, how many of them conflicted,
-// and how many lists it made itself while its informer lacked a watch.
-type Stats struct{ Writes, Conflicts, Relists int }
+// how many lists it made itself while an informer lacked a watch, and how
+// many events its informers received.
+type Stats struct{ Writes, Conflicts, Relists, Events int }
 
 // Stats returns the counts so far.
 func (s *Store) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Stats{Writes: s.writes, Conflicts: s.conflicts, Relists: s.relists}
+	return Stats{Writes: s.writes, Conflicts: s.conflicts, Relists: s.relists, Events: s.events}
 }
 
 func (s *Store) count(conflict bool) {

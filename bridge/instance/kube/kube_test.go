@@ -47,7 +47,7 @@ func testNoManagedFields(t *testing.T, env *apitest.Env) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		item, ok, err := s.informer.GetStore().GetByKey(obj.GetNamespace() + "/" + cam.Name)
+		item, ok, err := s.running()[0].GetStore().GetByKey(obj.GetNamespace() + "/" + cam.Name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,18 +64,24 @@ func testNoManagedFields(t *testing.T, env *apitest.Env) {
 	}
 }
 
-// newStore is a Store with a client of its own, as a bridge on its own
-// node has, watching until the test ends.
+// newStore is a Store of every pool with a client of its own, as the
+// bridge that clears departed nodes has, watching until the test ends.
 func newStore(t *testing.T, cfg *rest.Config, namespace string) *Store {
+	t.Helper()
+	return startStore(t, cfg, namespace, AllPools)
+}
+
+// startStore is a Store of scope with a client of its own, watching until
+// the test's cleanups, after its subtests.
+func startStore(t *testing.T, cfg *rest.Config, namespace string, scope Scope) *Store {
 	t.Helper()
 	client, err := dynamic.NewForConfig(rest.CopyConfig(cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The informer runs until the test's cleanups, after its subtests.
 	ctx, stop := context.WithCancel(context.Background())
 	t.Cleanup(stop)
-	s, err := New(ctx, client, namespace)
+	s, err := New(ctx, client, namespace, scope)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,13 +365,14 @@ func TestAPIServerRestart(t *testing.T) {
 	ns := env.Namespace(t)
 	ctx, stop := context.WithCancel(context.Background())
 	t.Cleanup(stop)
-	s, err := StartConfig(ctx, env.Config, ns)
+	s, err := StartConfig(ctx, env.Config, ns, AllPools)
 	if err == nil {
 		err = s.Synced(ctx)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
+	scoped := newScopedStore(t, env.Config, ns)
 	cam := storetest.Cam("n0", "door", 2)
 	observe(t, s, "n0", cam)
 	s0, s1 := instance.SlotID(cam.Name, 0), instance.SlotID(cam.Name, 1)
@@ -388,14 +395,25 @@ func TestAPIServerRestart(t *testing.T) {
 	}
 	waitStale(t, s, true)
 	// Long enough down that the informer's backoff has grown.
-	before := s.Stats().Relists
-	time.Sleep(10 * time.Second)
-	// Listing twice a second, as the Store once did, is 20 lists; the
-	// jittered backoff's waits are at least 1, 2 and 4 s long.
-	if n := s.Stats().Relists - before; n > 5 {
-		t.Errorf("the Store listed %d times in 10 s with the API server down, want at most 5", n)
+	before, down := s.Stats().Relists, time.Now()
+	// A node's Store that starts serving a pool now cannot list it: its
+	// Observe gives up after followWait (long enough down that the
+	// informer's backoff has grown), and its List says what it lacks.
+	dog := dogOf("n0", "rex")
+	if err := scoped.Observe(t.Context(), "n0", "dog", []instance.Instance{dog}); !errors.Is(err, ErrNotListed) {
+		t.Errorf("Observe of a new pool with the API server down: %v, want ErrNotListed", err)
+	}
+	if _, err := scoped.List(t.Context()); !errors.Is(err, ErrNotListed) {
+		t.Errorf("List with a pool not listed: %v, want ErrNotListed", err)
+	}
+	// Listing twice a second, as the Store once did, is 40 lists in 20 s;
+	// the jittered backoff's waits are at least 1, 2, 4 and 8 s long.
+	if took := time.Since(down); took > 20*time.Second {
+		t.Logf("%v down: too long to count lists", took)
+	} else if n := s.Stats().Relists - before; n > 5 {
+		t.Errorf("the Store listed %d times in %v with the API server down, want at most 5", n, took)
 	} else {
-		t.Logf("the Store listed %d times in 10 s with the API server down", n)
+		t.Logf("the Store listed %d times in %v with the API server down", n, took.Round(time.Second))
 	}
 	if err := env.StartAPIServer(t.Context()); err != nil {
 		t.Fatal(err)
@@ -409,6 +427,15 @@ func TestAPIServerRestart(t *testing.T) {
 	took := waitUsage(t, s, cam.Name, s1, "n7", 40*time.Second)
 	t.Logf("a change made after the restart reached the Store's view after %v", took)
 	waitStale(t, s, false)
+	for deadline := time.Now().Add(40 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		_, err := scoped.List(t.Context())
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the pool served during the outage is still not listed: %v", err)
+		}
+	}
 	if err := s.Release(t.Context(), []instance.Claim{{Instance: cam.Name, Slot: s0, Value: "n0"}}); err != nil {
 		t.Fatalf("release after the restart: %v", err)
 	}

@@ -74,18 +74,30 @@ func (s *Store) Release(ctx context.Context, claims []instance.Claim) error {
 	return errors.Join(errs...)
 }
 
-// Observe implements instance.Store.
+// Observe implements instance.Store. With ServedPools it starts
+// following config's Instances first, unless it does, and stops once
+// seen is nil: the pool is no longer served (Store.retire).
 func (s *Store) Observe(ctx context.Context, node, config string, seen []instance.Instance) error {
+	if s.scope == ServedPools {
+		if err := s.follow(ctx, config); err != nil {
+			return err
+		}
+		s.serve(config, node, seen != nil)
+		if seen == nil {
+			defer s.retire(config, node)
+		}
+	}
 	var errs []error
 	names := map[string]bool{}
 	for _, want := range seen {
 		names[want.Name] = true
+		relabel := !s.labelled(want.Name, config)
 		err := s.modify(ctx, want.Name, upsert, func(in *instance.Instance) (bool, error) {
-			return in.Observe(node, want), nil
+			return in.Observe(node, want) || relabel, nil
 		})
 		errs = append(errs, err)
 	}
-	all, err := s.List(ctx)
+	all, err := s.list()
 	errs = append(errs, err)
 	for _, in := range all {
 		if in.Config != config || names[in.Name] || !in.Sees(node) {

@@ -108,9 +108,11 @@ func newer(cached *unstructured.Unstructured, w recentWrite, had bool) *unstruct
 func (s *Store) objects() []*unstructured.Unstructured {
 	recent := s.recentWrites()
 	names := map[string]*unstructured.Unstructured{}
-	for _, item := range s.informer.GetStore().List() {
-		if obj, ok := item.(*unstructured.Unstructured); ok {
-			names[obj.GetName()] = obj
+	for _, inf := range s.running() {
+		for _, item := range inf.GetStore().List() {
+			if obj, ok := item.(*unstructured.Unstructured); ok {
+				names[obj.GetName()] = obj
+			}
 		}
 	}
 	for name := range recent {

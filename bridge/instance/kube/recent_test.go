@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/tools/cache"
 
@@ -24,6 +25,9 @@ type catchingUp struct {
 }
 
 func (i *catchingUp) GetStore() cache.Store { return i.store }
+
+// HasSynced: the lagging cache stands for an informer past its first list.
+func (i *catchingUp) HasSynced() bool { return true }
 
 // laggingCache holds an Instance as it was before the Store's write
 // (nothing, for a create) until its first read has been answered; then
@@ -119,9 +123,10 @@ func TestReadsItsWritesWhileTheInformerCatchesUp(t *testing.T) {
 			t.Run(tt.name+"/"+readName, func(t *testing.T) {
 				client := fake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 					map[schema.GroupVersionResource]string{Resource: "InstanceList"})
-				s := makeStore(client, "ns")
+				s := makeStore(client, "ns", AllPools)
 				lag := &laggingCache{Store: cache.NewStore(cache.MetaNamespaceKeyFunc), s: s, event: tt.event, deleted: tt.write == nil}
-				s.informer = &catchingUp{SharedIndexInformer: s.informer, store: lag}
+				informer := dynamicinformer.NewFilteredDynamicInformer(client, Resource, "ns", 0, cache.Indexers{}, nil).Informer()
+				s.informers[""] = &poolInformer{informer: &catchingUp{SharedIndexInformer: informer, store: lag}, stop: func() {}}
 				if tt.before != nil {
 					if err := lag.Store.Add(tt.before); err != nil {
 						t.Fatal(err)

@@ -48,7 +48,7 @@ const ResyncWindow = 30 * time.Second
 // watches again.
 // The informer itself reports nothing of a refused watch: it retries in
 // silence.
-func StartConfig(ctx context.Context, cfg *rest.Config, namespace string) (*Store, error) {
+func StartConfig(ctx context.Context, cfg *rest.Config, namespace string, scope Scope) (*Store, error) {
 	cfg = rest.CopyConfig(cfg)
 	var s *Store
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
@@ -64,7 +64,7 @@ func StartConfig(ctx context.Context, cfg *rest.Config, namespace string) (*Stor
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	s = makeStore(client, namespace)
+	s = makeStore(client, namespace, scope)
 	return s, s.start(ctx)
 }
 
@@ -180,15 +180,20 @@ func (s *Store) watchBroken() bool {
 	return s.watch.broken
 }
 
-// relist lists the Instances from the API server and remembers each as
-// the newest copy, and every cached one the list lacks as deleted.
+// relist lists the Instances the Store follows from the API server and
+// remembers each as the newest copy, and every cached one the list lacks
+// as deleted.
 func (s *Store) relist(ctx context.Context) {
+	selector, ok := s.followedSelector()
+	if !ok {
+		return
+	}
 	ctx, cancel := context.WithTimeout(ctx, relistTimeout)
 	defer cancel()
 	s.mu.Lock()
 	s.relists++
 	s.mu.Unlock()
-	list, err := s.client.List(ctx, metav1.ListOptions{})
+	list, err := s.client.List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		return // still unreachable: stay stale
 	}
@@ -198,9 +203,11 @@ func (s *Store) relist(ctx context.Context) {
 		listed[obj.GetName()] = true
 		s.remember(obj.GetName(), obj, "")
 	}
-	for _, key := range s.informer.GetStore().ListKeys() {
-		if _, name, err := cache.SplitMetaNamespaceKey(key); err == nil && !listed[name] {
-			s.remember(name, nil, list.GetResourceVersion())
+	for _, inf := range s.running() {
+		for _, key := range inf.GetStore().ListKeys() {
+			if _, name, err := cache.SplitMetaNamespaceKey(key); err == nil && !listed[name] {
+				s.remember(name, nil, list.GetResourceVersion())
+			}
 		}
 	}
 	s.mu.Lock()

@@ -134,7 +134,7 @@ func startSimNode(ctx context.Context, cfg *rest.Config, namespace, name string)
 	cfg = rest.CopyConfig(cfg)
 	cfg.UserAgent = "cdi-clustersim/" + name
 	cfg.Wrap(n.reqs.wrap)
-	st, err := kube.StartConfig(ctx, cfg, namespace)
+	st, err := kube.StartConfig(ctx, cfg, namespace, kube.ServedPools)
 	if err == nil {
 		err = st.Synced(ctx)
 	}

@@ -1,0 +1,229 @@
+package kube
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+)
+
+// LabelPool is the label every Instance carries with its pool (its
+// configuration, PoolLabel of it), so that a bridge can watch only the
+// pools it serves.
+const LabelPool = Group + "/pool"
+
+// PoolLabel is LabelPool's value for pool: the pool's name where it is a
+// valid label value (at most 63 characters), else "h-" and 32 hex digits
+// of its SHA-256.
+func PoolLabel(pool string) string {
+	if len(validation.IsValidLabelValue(pool)) == 0 {
+		return pool
+	}
+	sum := sha256.Sum256([]byte(pool))
+	return "h-" + hex.EncodeToString(sum[:16])
+}
+
+// Scope says which Instances a Store follows.
+type Scope int
+
+const (
+	// AllPools follows every Instance of the namespace: for the one
+	// bridge that clears departed nodes, for tools and tests.
+	AllPools Scope = iota
+	// ServedPools follows only the pools the Store's Observe calls
+	// report seen (and not withdrawn since): a node's bridge, whose cost
+	// then grows with what it serves, not with the cluster. Before its
+	// first Observe it follows none.
+	ServedPools
+)
+
+// poolInformer is the informer of one pool's Instances (of every pool,
+// with AllPools) and how to stop it.
+type poolInformer struct {
+	informer cache.SharedIndexInformer
+	stop     context.CancelFunc
+}
+
+// running returns the informers running now, in pool order.
+func (s *Store) running() []cache.SharedIndexInformer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pools := make([]string, 0, len(s.informers))
+	for p := range s.informers {
+		pools = append(pools, p)
+	}
+	sort.Strings(pools)
+	out := make([]cache.SharedIndexInformer, 0, len(pools))
+	for _, p := range pools {
+		out = append(out, s.informers[p].informer)
+	}
+	return out
+}
+
+// followWait bounds follow's wait for a pool's first list: with the API
+// server unreachable, a discovery must still reach the kubelet. Until
+// the list comes, List says the pool is not listed yet.
+const followWait = 10 * time.Second
+
+// ErrNotListed is wrapped by List's error while the first list of a
+// followed pool has not come: what List returns lacks that pool's
+// Instances, and a caller that would act on their absence (releasing
+// the slots nobody seems to claim) must not.
+var ErrNotListed = errors.New("a pool's Instances are not listed yet")
+
+// follow starts the informer of pool's Instances ("" every pool) unless
+// it runs, and waits, as long as ctx lets it and at most followWait, for
+// its first list: an Observe that starts serving a pool goes on with the
+// pool's Instances in view.
+func (s *Store) follow(ctx context.Context, pool string) error {
+	ctx, cancel := context.WithTimeout(ctx, followWait)
+	defer cancel()
+	s.mu.Lock()
+	pi, ok := s.informers[pool]
+	if !ok {
+		var err error
+		if pi, err = s.newInformer(pool); err != nil {
+			s.mu.Unlock()
+			return err
+		}
+		s.informers[pool] = pi
+	}
+	s.mu.Unlock()
+	if !cache.WaitForCacheSync(ctx.Done(), pi.informer.HasSynced) {
+		return fmt.Errorf("pool %q: %w: %w", pool, ErrNotListed, ctx.Err())
+	}
+	return nil
+}
+
+// notListed returns an error wrapping ErrNotListed that names the
+// followed pools whose first list has not come, nil when none.
+func (s *Store) notListed() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var pools []string
+	for p, pi := range s.informers {
+		if !pi.informer.HasSynced() {
+			pools = append(pools, p)
+		}
+	}
+	if len(pools) == 0 {
+		return nil
+	}
+	sort.Strings(pools)
+	return fmt.Errorf("%w: pools %q", ErrNotListed, pools)
+}
+
+// newInformer starts an informer of pool's Instances ("" every pool),
+// running until the Store's life ends or it is stopped.
+func (s *Store) newInformer(pool string) (*poolInformer, error) {
+	selector := func(o *metav1.ListOptions) {
+		if pool != "" {
+			o.LabelSelector = LabelPool + "=" + PoolLabel(pool)
+		}
+	}
+	informer := dynamicinformer.NewFilteredDynamicInformer(s.dynamic, Resource, s.namespace, 0, cache.Indexers{}, selector).Informer()
+	event := func(obj any) { s.heard(); s.caughtUp(obj); s.notify() }
+	if err := informer.SetTransform(dropManagedFields); err != nil {
+		return nil, err
+	}
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: event, DeleteFunc: event, UpdateFunc: func(_, obj any) { event(obj) },
+	}); err != nil {
+		return nil, err
+	}
+	if err := informer.SetWatchErrorHandler(s.lostWatch); err != nil {
+		return nil, err
+	}
+	ctx, stop := context.WithCancel(s.life)
+	go informer.Run(ctx.Done())
+	return &poolInformer{informer: informer, stop: stop}, nil
+}
+
+func (s *Store) heard() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.events++
+}
+
+// serve records whether node serves pool (its drop-ins report it).
+func (s *Store) serve(pool, node string, serves bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !serves {
+		delete(s.servers[pool], node)
+		return
+	}
+	if s.servers[pool] == nil {
+		s.servers[pool] = map[string]bool{}
+	}
+	s.servers[pool][node] = true
+}
+
+// retire stops following pool, which node's drop-ins no longer report,
+// unless another node of this Store (the one bridge's, but a simulation
+// runs several) still serves it, or node holds a slot in one of its
+// Instances: those claims are released through this Store when their
+// containers end, and must stay in view until then. Such a pool is
+// followed until the bridge restarts.
+func (s *Store) retire(pool, node string) {
+	s.mu.Lock()
+	served := len(s.servers[pool]) > 0
+	s.mu.Unlock()
+	if s.scope != ServedPools || served {
+		return
+	}
+	all, _ := s.List(context.Background())
+	for _, in := range all {
+		if in.Config == pool && slices.Contains(in.NodeNames(), node) {
+			return
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if pi, ok := s.informers[pool]; ok {
+		pi.stop()
+		delete(s.informers, pool)
+	}
+	// No informer will catch up with the pool's writes any more.
+	for name, w := range s.recent {
+		if w.obj != nil && w.obj.GetLabels()[LabelPool] == PoolLabel(pool) {
+			delete(s.recent, name)
+		}
+	}
+}
+
+// followedSelector is the label selector of every Instance the Store
+// follows, for its own lists: "" for every pool; ok is false when it
+// follows none.
+func (s *Store) followedSelector() (selector string, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.scope == AllPools {
+		return "", true
+	}
+	values := make([]string, 0, len(s.informers))
+	for p := range s.informers {
+		values = append(values, PoolLabel(p))
+	}
+	sort.Strings(values)
+	return LabelPool + " in (" + strings.Join(values, ",") + ")", len(values) > 0
+}
+
+// labelled reports whether this Store's newest copy of the named
+// Instance carries pool's label: an Instance it does not hold, or one
+// written by a bridge of a release before the labels, is written again
+// by Observe even where nothing else changes, which labels it.
+func (s *Store) labelled(name, pool string) bool {
+	obj, err := s.newest(name)
+	return err == nil && obj != nil && obj.GetLabels()[LabelPool] == PoolLabel(pool)
+}
