@@ -7,10 +7,15 @@
 // Janitor runs in every bridge of the Kubernetes store; one of them at a
 // time, chosen by client-go leader election on a Lease, watches the
 // Nodes and, when one is deleted, frees every slot it holds at either
-// level and removes it from every Instance's nodes (kube.Store.ForgetNode);
-// an Instance that then no node sees and nobody uses is deleted. When it
-// starts leading it also sweeps: a node named in the Instances that has
-// no Node object left while no leader was watching.
+// level and deletes its Presences (kube.Store.ForgetNode). When it starts
+// leading it also sweeps: a node named in the Instances or Presences that
+// has no Node object left while no leader was watching. And it deletes,
+// every PruneEvery, the Instances no node has seen for UnseenGrace and
+// nobody uses (kube.Store.PruneUnseen).
+//
+// The leader opens a store of every pool (Config.OpenStore) while it
+// leads: it alone watches every Instance and Presence, where each node's
+// bridge watches the pools it serves.
 //
 // Only the absence of a Node object counts as departure, checked with the
 // API server just before clearing: a node whose bridge merely restarts,
@@ -20,5 +25,6 @@
 // every node, itself included, would look departed.
 //
 // The leader needs, in the bridge's namespace, leases get, create and
-// update; nodes get, list and watch; and what the Instance store needs.
+// update; nodes get, list and watch; and what the Instance store needs
+// (instances and presences: get, list, watch, create, update, delete).
 package departed

@@ -37,13 +37,13 @@ const (
 	pollPeriod = 20 * time.Millisecond
 )
 
-// grantBridge gives bridgeUser, cluster-wide, the nodes and Instances
-// rules of the bridge's RBAC; leases come per namespace (newCluster).
+// grantBridge gives bridgeUser, cluster-wide, the nodes, Instances and
+// Presences rules of the bridge's RBAC; leases come per namespace (newCluster).
 func grantBridge(t *testing.T, admin kubernetes.Interface) {
 	t.Helper()
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "cdi-bridge-test"}, Rules: []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{kube.Group}, Resources: []string{"instances"},
+		{APIGroups: []string{kube.Group}, Resources: []string{"instances", "presences"},
 			Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
 	}}
 	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "cdi-bridge-test"},
@@ -157,7 +157,7 @@ func (c *cluster) startJanitor(node string) (stop func()) {
 	}
 	j, err := New(Config{Client: client, OpenStore: open, Node: node,
 		Namespace: c.ns, LeaseDuration: testLease, RenewDeadline: testRenew, RetryPeriod: testRetry,
-		NodePoll: testRetry, Logger: logs.logger()})
+		NodePoll: testRetry, UnseenGrace: testRetry, PruneEvery: testRetry, Logger: logs.logger()})
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -24,6 +24,9 @@ type Store interface {
 	// ForgetNode frees every slot node holds and removes it from every
 	// Instance's nodes, returning how many slots it freed.
 	ForgetNode(ctx context.Context, node string) (freed int, err error)
+	// PruneUnseen deletes the Instances that no node has seen, and
+	// whose slots are free, since grace before now.
+	PruneUnseen(ctx context.Context, grace time.Duration, now time.Time) (deleted int, err error)
 }
 
 // DefaultLease is the name of the Lease the bridges elect the Janitor's
@@ -40,6 +43,12 @@ const (
 	// DefaultNodePoll is how often a bridge whose own Node object is
 	// missing looks for it again.
 	DefaultNodePoll = 30 * time.Second
+	// DefaultUnseenGrace is how long an Instance stays after the last
+	// node stopped seeing it: a device replugged, a bridge restarting, a
+	// drop-in edited keep their Instances and the names of their slots.
+	DefaultUnseenGrace = 2 * time.Minute
+	// DefaultPruneEvery is how often the leader looks for them.
+	DefaultPruneEvery = 30 * time.Second
 )
 
 // ErrConfig is wrapped by New's errors.
@@ -64,6 +73,9 @@ type Config struct {
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// NodePoll is DefaultNodePoll when zero.
 	NodePoll time.Duration
+	// UnseenGrace and PruneEvery are DefaultUnseenGrace and
+	// DefaultPruneEvery when zero.
+	UnseenGrace, PruneEvery time.Duration
 	// Logger is slog.Default() when nil.
 	Logger *slog.Logger
 }
@@ -86,6 +98,8 @@ func New(cfg Config) (*Janitor, error) {
 	cfg.RenewDeadline = orDefault(cfg.RenewDeadline, DefaultRenewDeadline)
 	cfg.RetryPeriod = orDefault(cfg.RetryPeriod, DefaultRetryPeriod)
 	cfg.NodePoll = orDefault(cfg.NodePoll, DefaultNodePoll)
+	cfg.UnseenGrace = orDefault(cfg.UnseenGrace, DefaultUnseenGrace)
+	cfg.PruneEvery = orDefault(cfg.PruneEvery, DefaultPruneEvery)
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()

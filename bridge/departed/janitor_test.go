@@ -62,7 +62,8 @@ func is(in instance.Instance, nodes []string, usage map[string]string) bool {
 // testDeleted: n1, n2 and n3 share a camera, n1 has a device of its own,
 // and both hold claims. n1's bridge is gone (no janitor runs for it) when
 // its Node is deleted: the leader among n2 and n3 frees n1's claims at
-// both levels and removes it from the camera's nodes, n1's device goes,
+// both levels and removes it from the camera's nodes, n1's device goes
+// (pruned once unseen),
 // n2's claims stay. When the other bridge takes over, its sweep finds
 // nothing: across both, ForgetNode ran once, and freed.
 func testDeleted(t *testing.T, s server) {

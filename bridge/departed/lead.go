@@ -21,7 +21,8 @@ const (
 )
 
 // lead is the leader's work, until ctx ends: watch the Nodes, sweep once,
-// then clear each node whose Node object is deleted. A queue lies between
+// then clear each node whose Node object is deleted, and prune the
+// Instances no node sees. A queue lies between
 // the informer and the clearing so that the informer's handler never
 // waits on API writes, a node is cleared once however many times it is
 // queued, and a failed clearing is retried.
@@ -50,7 +51,26 @@ func (j *Janitor) lead(ctx context.Context) {
 		queue.ShutDown()
 	}()
 	j.sweep(ctx, store, nodes, queue)
+	go j.prune(ctx, store)
 	for j.next(ctx, store, queue) {
+	}
+}
+
+// prune deletes, every PruneEvery until ctx ends, the Instances no node
+// has seen for UnseenGrace (Store.PruneUnseen).
+func (j *Janitor) prune(ctx context.Context, store Store) {
+	tick := time.NewTicker(j.cfg.PruneEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		deleted, err := store.PruneUnseen(ctx, j.cfg.UnseenGrace, time.Now())
+		if deleted > 0 || (err != nil && ctx.Err() == nil) {
+			j.log.Info("deleted Instances no node has seen", "for", j.cfg.UnseenGrace.String(), "deleted", deleted, "err", err)
+		}
 	}
 }
 

@@ -38,6 +38,10 @@ func wantAccess(ns string) []access {
 		{"cdi.local", "instances", ns, "some-instance", []string{"get", "list", "watch", "create", "update", "delete"}},
 		{"cdi.local", "instances", "default", "", nil},
 		{"cdi.local", "instances", "", "", nil},
+		{"cdi.local", "presences", ns, "", []string{"get", "list", "watch", "create", "update", "delete"}},
+		{"cdi.local", "presences", ns, "pool.n1", []string{"get", "list", "watch", "create", "update", "delete"}},
+		{"cdi.local", "presences", "default", "", nil},
+		{"cdi.local", "presences", "", "", nil},
 		{"coordination.k8s.io", "leases", ns, lease, []string{"get", "create", "update"}},
 		{"coordination.k8s.io", "leases", ns, "another-lease", []string{"create"}},
 		{"coordination.k8s.io", "leases", ns, "", []string{"create"}},
@@ -53,6 +57,7 @@ func wantAccess(ns string) []access {
 		{"apps", "daemonsets", ns, "cdi-bridge", nil},
 		{"rbac.authorization.k8s.io", "roles", ns, "cdi-bridge", nil},
 		{"apiextensions.k8s.io", "customresourcedefinitions", "", "instances.cdi.local", nil},
+		{"apiextensions.k8s.io", "customresourcedefinitions", "", "presences.cdi.local", nil},
 	}
 }
 

@@ -13,17 +13,37 @@ import (
 // capacity seen. It reports whether anything changed.
 func (in *Instance) Observe(node string, seen Instance) bool {
 	before := in.fingerprint()
+	in.Describe(seen)
+	if !in.Sees(node) {
+		in.Nodes = append(in.Nodes, node)
+		slices.Sort(in.Nodes)
+	}
+	return in.fingerprint() != before
+}
+
+// Describe is Observe without a node: it sets what seen says of the
+// device (Config, DeviceID, Shared, Capacity, Properties) and resizes
+// the slots, for a store that records who sees a device elsewhere. It
+// reports whether anything changed.
+func (in *Instance) Describe(seen Instance) bool {
+	before := in.fingerprint()
 	if in.Usage == nil {
 		in.Usage = map[string]string{}
 	}
 	in.Config, in.DeviceID, in.Shared, in.Capacity = seen.Config, seen.DeviceID, seen.Shared, seen.Capacity
 	in.Properties = seen.Properties
-	if !in.Sees(node) {
-		in.Nodes = append(in.Nodes, node)
-		slices.Sort(in.Nodes)
-	}
 	in.resize()
 	return in.fingerprint() != before
+}
+
+// Held reports whether a slot of the Instance is in use.
+func (in *Instance) Held() bool {
+	for _, v := range in.Usage {
+		if v != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // Forget records that node no longer sees the device. It reports whether
@@ -73,12 +93,7 @@ func (in *Instance) Release(c Claim) bool {
 // Unused reports whether no node sees the device and no slot is held: the
 // Instance can be deleted.
 func (in *Instance) Unused() bool {
-	for _, v := range in.Usage {
-		if v != "" {
-			return false
-		}
-	}
-	return len(in.Nodes) == 0
+	return !in.Held() && len(in.Nodes) == 0
 }
 
 // resize gives every slot below capacity an entry and drops free ones

@@ -81,10 +81,12 @@ func startDeparted(ctx context.Context, o *options, cfg *rest.Config, store inst
 	// The leader's Store of every pool, beside the node's own.
 	open := func(ctx context.Context) (departed.Store, error) {
 		s, err := kube.StartConfig(ctx, cfg, o.namespace, kube.AllPools)
-		if err == nil {
-			err = s.Synced(ctx)
+		if err != nil {
+			return nil, err
 		}
-		return s, err
+		syncCtx, cancel := context.WithTimeout(ctx, syncTimeout)
+		defer cancel()
+		return s, s.Synced(syncCtx)
 	}
 	j, err := departed.New(departed.Config{Client: client, OpenStore: open, Node: o.nodeName, Namespace: o.namespace,
 		Lease: o.leaseName, Logger: log})

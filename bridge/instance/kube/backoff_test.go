@@ -36,7 +36,7 @@ func TestRetriesAreBounded(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			client := fake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-				map[schema.GroupVersionResource]string{Resource: "InstanceList"})
+				map[schema.GroupVersionResource]string{Resource: "InstanceList", PresenceResource: "PresenceList"})
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			s, err := New(ctx, client, "ns", AllPools)

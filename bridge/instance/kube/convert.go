@@ -97,7 +97,7 @@ func toObject(in instance.Instance, namespace string) (*unstructured.Unstructure
 	obj.SetKind(Kind)
 	obj.SetName(in.Name)
 	obj.SetNamespace(namespace)
-	obj.SetLabels(map[string]string{LabelPool: PoolLabel(in.Config)})
+	obj.SetLabels(map[string]string{LabelPool: LabelValue(in.Config)})
 	obj.SetResourceVersion(in.Version)
 	return obj, nil
 }

@@ -53,10 +53,10 @@ func testForgetNode(t *testing.T, env *apitest.Env) {
 	for slot, want := range map[string]string{s0: "", s1: "", s2: "b"} {
 		waitUsage(t, b, cam.Name, slot, want, 5*time.Second)
 	}
+	waitNodes(t, janitors[0], cam.Name, "b")
+	waitNodes(t, janitors[0], local.Name)
+	prune(t, janitors[0], 1)
 	waitGone(t, b, local.Name)
-	if in := find(t, b, cam.Name); !slices.Equal(in.Nodes, []string{"b"}) {
-		t.Fatalf("camera seen by %v after a left, want [b]", in.Nodes)
-	}
 	for _, node := range []string{"a", "nobody"} {
 		if n, err := janitors[0].ForgetNode(t.Context(), node); n != 0 || err != nil {
 			t.Fatalf("ForgetNode(%s) again: freed %d, %v; want nothing", node, n, err)
@@ -64,12 +64,15 @@ func testForgetNode(t *testing.T, env *apitest.Env) {
 	}
 }
 
-// find is the named Instance in s's view; it fails the test when absent.
-func find(t *testing.T, s *Store, name string) instance.Instance {
+// waitNodes waits until s's view of the named Instance says exactly
+// nodes see it.
+func waitNodes(t *testing.T, s *Store, name string, nodes ...string) {
 	t.Helper()
-	in, ok := lookup(t, s, name)
-	if !ok {
-		t.Fatalf("no instance %s", name)
+	var in instance.Instance
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if in, _ = lookup(t, s, name); in.Name != "" && slices.Equal(in.Nodes, nodes) {
+			return
+		}
 	}
-	return in
+	t.Fatalf("%s seen by %v, want %v", name, in.Nodes, nodes)
 }

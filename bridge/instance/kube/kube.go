@@ -20,11 +20,12 @@ import (
 // Store is an instance.Store of Instance objects in one namespace. It is
 // safe for concurrent use, and by bridges on many nodes at once.
 type Store struct {
-	dynamic   dynamic.Interface
-	client    dynamic.ResourceInterface
-	namespace string
-	scope     Scope
-	backoff   wait.Backoff
+	dynamic        dynamic.Interface
+	client         dynamic.ResourceInterface
+	presenceClient dynamic.ResourceInterface
+	namespace      string
+	scope          Scope
+	backoff        wait.Backoff
 	// life is the context Start was given: the informers run until it
 	// ends.
 	life context.Context
@@ -46,6 +47,12 @@ type Store struct {
 	informers map[string]*poolInformer
 	// servers are, by pool, the nodes whose Observe reports it served.
 	servers map[string]map[string]bool
+	// presences are the Presences this Store knows, by name: those it
+	// wrote or read, and with AllPools every one, from presenceInformer.
+	presences        map[string]presence
+	presenceInformer cache.SharedIndexInformer
+	// unseenSince is when PruneUnseen first found each Instance unseen.
+	unseenSince map[string]time.Time
 }
 
 var _ instance.Store = (*Store)(nil)
@@ -80,7 +87,9 @@ func Start(ctx context.Context, client dynamic.Interface, namespace string, scop
 func makeStore(client dynamic.Interface, namespace string, scope Scope) *Store {
 	return &Store{
 		dynamic: client, client: client.Resource(Resource).Namespace(namespace), namespace: namespace,
-		scope: scope, backoff: defaultBackoff(),
+		presenceClient: client.Resource(PresenceResource).Namespace(namespace),
+		scope:          scope, backoff: defaultBackoff(),
+		presences: map[string]presence{}, unseenSince: map[string]time.Time{},
 		recent: map[string]recentWrite{}, watch: watchState{kick: make(chan struct{}, 1)},
 		informers: map[string]*poolInformer{}, servers: map[string]map[string]bool{},
 	}
@@ -101,16 +110,23 @@ func dropManagedFields(obj any) (any, error) {
 func (s *Store) start(ctx context.Context) error {
 	s.life = ctx
 	go s.resync(ctx)
-	if s.scope == AllPools {
-		return s.follow(ctx, "")
+	if s.scope != AllPools {
+		return nil
 	}
-	return nil
+	if err := s.followPresences(ctx); err != nil {
+		return err
+	}
+	return s.follow(ctx, "")
 }
 
 // Synced waits until every informer holds its first full list of
 // Instances, or ctx ends: until then List would report none.
 func (s *Store) Synced(ctx context.Context) error {
-	for _, inf := range s.running() {
+	informers := s.running()
+	if s.presenceInformer != nil {
+		informers = append(informers, s.presenceInformer)
+	}
+	for _, inf := range informers {
 		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 			return fmt.Errorf("listing %s in namespace %q: %w", Resource.GroupResource(), s.namespace, ctx.Err())
 		}
@@ -124,11 +140,14 @@ func (s *Store) Synced(ctx context.Context) error {
 // ErrNotListed while one of them has not been listed yet.
 func (s *Store) List(context.Context) ([]instance.Instance, error) {
 	out, err := s.list()
+	withSeers(out, s.seers())
 	return out, errors.Join(err, s.notListed())
 }
 
-// list is List without the pools not listed yet: for Observe, which
-// reads only the pool it has just listed.
+// list is List as the objects say, without the nodes of the Presences
+// (Nodes are only those an older bridge wrote into an Instance) and
+// without the pools not listed yet: for Observe, which reads only the
+// pool it has just listed, and rewrites the objects.
 func (s *Store) list() ([]instance.Instance, error) {
 	var out []instance.Instance
 	var errs []error
@@ -188,7 +207,15 @@ func (s *Store) key(name string) string {
 // Get returns the named Instance as List shows it, nil when List shows
 // none: for a caller that follows a few Instances and would otherwise
 // convert every one of them on each change.
-func (s *Store) Get(name string) (*instance.Instance, error) { return s.cached(name) }
+func (s *Store) Get(name string) (*instance.Instance, error) {
+	in, err := s.cached(name)
+	if in != nil {
+		one := []instance.Instance{*in}
+		withSeers(one, s.seers())
+		in = &one[0]
+	}
+	return in, err
+}
 
 // Changes implements instance.Store: every event of the informer, made
 // here or by another node, reaches every receiver.

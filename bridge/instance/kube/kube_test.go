@@ -88,6 +88,24 @@ func startStore(t *testing.T, cfg *rest.Config, namespace string, scope Scope) *
 	return s
 }
 
+// prune runs s's PruneUnseen without a grace period until it has deleted
+// want Instances in all (s's view may lag the writes that free them); it
+// fails the test if that takes over 5 s or deletes more.
+func prune(t *testing.T, s *Store, want int) {
+	t.Helper()
+	deleted := 0
+	for deadline := time.Now().Add(5 * time.Second); deleted < want && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		n, err := s.PruneUnseen(t.Context(), 0, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		deleted += n
+	}
+	if deleted != want {
+		t.Fatalf("PruneUnseen deleted %d, want %d", deleted, want)
+	}
+}
+
 func observe(t *testing.T, s *Store, node string, seen ...instance.Instance) {
 	t.Helper()
 	if err := s.Observe(t.Context(), node, "cam", seen); err != nil {
@@ -337,6 +355,7 @@ func testShared(t *testing.T, env *apitest.Env) {
 			t.Fatal(err)
 		}
 	}
+	prune(t, stores["a"], 1)
 	waitGone(t, stores["a"], cam.Name)
 	if in, err := stores["a"].Get(cam.Name); err != nil || in != nil {
 		t.Fatalf("Get of a deleted Instance: %+v, %v; want nil", in, err)

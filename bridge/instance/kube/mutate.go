@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -74,9 +75,20 @@ func (s *Store) Release(ctx context.Context, claims []instance.Claim) error {
 	return errors.Join(errs...)
 }
 
-// Observe implements instance.Store. With ServedPools it starts
-// following config's Instances first, unless it does, and stops once
-// seen is nil: the pool is no longer served (Store.retire).
+// Observe implements instance.Store. Who sees a device is recorded in
+// node's Presence of config, not in the Instance: each seen Instance is
+// written only when it is missing or what node sees of it changed
+// (capacity, properties), and node's Presence when the set of devices
+// changed, so that a node joining writes one object per pool. Nodes that
+// a bridge of an older release wrote into an Instance are read as they
+// are; node's own name is removed from them (once).
+//
+// With ServedPools it starts following config's Instances first, unless
+// it does, and stops once seen is nil: the pool is no longer served
+// (Store.retire), and node's Presence of it is deleted.
+//
+// An Instance that no node sees any more is not deleted here: that is
+// PruneUnseen's, after a grace period, for the elected bridge.
 func (s *Store) Observe(ctx context.Context, node, config string, seen []instance.Instance) error {
 	if s.scope == ServedPools {
 		if err := s.follow(ctx, config); err != nil {
@@ -88,19 +100,39 @@ func (s *Store) Observe(ctx context.Context, node, config string, seen []instanc
 		}
 	}
 	var errs []error
-	names := map[string]bool{}
-	for _, want := range seen {
-		names[want.Name] = true
-		relabel := !s.labelled(want.Name, config)
-		err := s.modify(ctx, want.Name, upsert, func(in *instance.Instance) (bool, error) {
-			return in.Observe(node, want) || relabel, nil
-		})
-		errs = append(errs, err)
+	var names []string
+	if seen != nil {
+		names = make([]string, 0, len(seen))
 	}
+	for _, want := range seen {
+		names = append(names, want.Name)
+		errs = append(errs, s.describe(ctx, node, want))
+	}
+	sort.Strings(names)
+	errs = append(errs, s.writePresence(ctx, node, config, slices.Compact(names)))
+	errs = append(errs, s.forgetLegacy(ctx, node, config, names))
+	return errors.Join(errs...)
+}
+
+// describe writes want's Instance if it is missing, says something else
+// of the device than want, lacks its pool label, or names node among the
+// nodes an older bridge recorded.
+func (s *Store) describe(ctx context.Context, node string, want instance.Instance) error {
+	relabel := !s.labelled(want.Name, want.Config)
+	return s.modify(ctx, want.Name, upsert, func(in *instance.Instance) (bool, error) {
+		described := in.Describe(want)
+		forgot := in.Forget(node)
+		return described || forgot || relabel, nil
+	})
+}
+
+// forgetLegacy removes node from the recorded nodes of config's other
+// Instances, where a bridge of an older release put it.
+func (s *Store) forgetLegacy(ctx context.Context, node, config string, seen []string) error {
 	all, err := s.list()
-	errs = append(errs, err)
+	errs := []error{err}
 	for _, in := range all {
-		if in.Config != config || names[in.Name] || !in.Sees(node) {
+		if in.Config != config || slices.Contains(seen, in.Name) || !in.Sees(node) {
 			continue
 		}
 		err := s.modify(ctx, in.Name, update, func(in *instance.Instance) (bool, error) {
@@ -260,20 +292,10 @@ func (s *Store) read(ctx context.Context, name string, fresh bool) (*instance.In
 	return &in, err
 }
 
-// write creates, updates or (when unused) deletes in, guarded by
-// in.Version, and remembers the result so that List shows it at once.
+// write creates or updates in, guarded by in.Version, and remembers the
+// result so that List shows it at once. It never deletes: an Instance
+// goes by PruneUnseen only.
 func (s *Store) write(ctx context.Context, in *instance.Instance, isNew bool) error {
-	if in.Unused() {
-		if isNew {
-			return nil
-		}
-		err := s.client.Delete(ctx, in.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &in.Version}})
-		if err == nil {
-			s.remember(in.Name, nil, in.Version)
-			s.notify()
-		}
-		return err
-	}
 	obj, err := toObject(*in, s.namespace)
 	if err != nil {
 		return err

@@ -2,8 +2,6 @@ package kube
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,26 +10,14 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 )
 
 // LabelPool is the label every Instance carries with its pool (its
-// configuration, PoolLabel of it), so that a bridge can watch only the
+// configuration, LabelValue of it), so that a bridge can watch only the
 // pools it serves.
 const LabelPool = Group + "/pool"
-
-// PoolLabel is LabelPool's value for pool: the pool's name where it is a
-// valid label value (at most 63 characters), else "h-" and 32 hex digits
-// of its SHA-256.
-func PoolLabel(pool string) string {
-	if len(validation.IsValidLabelValue(pool)) == 0 {
-		return pool
-	}
-	sum := sha256.Sum256([]byte(pool))
-	return "h-" + hex.EncodeToString(sum[:16])
-}
 
 // Scope says which Instances a Store follows.
 type Scope int
@@ -128,7 +114,7 @@ func (s *Store) notListed() error {
 func (s *Store) newInformer(pool string) (*poolInformer, error) {
 	selector := func(o *metav1.ListOptions) {
 		if pool != "" {
-			o.LabelSelector = LabelPool + "=" + PoolLabel(pool)
+			o.LabelSelector = LabelPool + "=" + LabelValue(pool)
 		}
 	}
 	informer := dynamicinformer.NewFilteredDynamicInformer(s.dynamic, Resource, s.namespace, 0, cache.Indexers{}, selector).Informer()
@@ -196,7 +182,7 @@ func (s *Store) retire(pool, node string) {
 	}
 	// No informer will catch up with the pool's writes any more.
 	for name, w := range s.recent {
-		if w.obj != nil && w.obj.GetLabels()[LabelPool] == PoolLabel(pool) {
+		if w.obj != nil && w.obj.GetLabels()[LabelPool] == LabelValue(pool) {
 			delete(s.recent, name)
 		}
 	}
@@ -213,7 +199,7 @@ func (s *Store) followedSelector() (selector string, ok bool) {
 	}
 	values := make([]string, 0, len(s.informers))
 	for p := range s.informers {
-		values = append(values, PoolLabel(p))
+		values = append(values, LabelValue(p))
 	}
 	sort.Strings(values)
 	return LabelPool + " in (" + strings.Join(values, ",") + ")", len(values) > 0
@@ -225,5 +211,5 @@ func (s *Store) followedSelector() (selector string, ok bool) {
 // by Observe even where nothing else changes, which labels it.
 func (s *Store) labelled(name, pool string) bool {
 	obj, err := s.newest(name)
-	return err == nil && obj != nil && obj.GetLabels()[LabelPool] == PoolLabel(pool)
+	return err == nil && obj != nil && obj.GetLabels()[LabelPool] == LabelValue(pool)
 }

@@ -122,7 +122,7 @@ func TestReadsItsWritesWhileTheInformerCatchesUp(t *testing.T) {
 		for readName, read := range reads {
 			t.Run(tt.name+"/"+readName, func(t *testing.T) {
 				client := fake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-					map[schema.GroupVersionResource]string{Resource: "InstanceList"})
+					map[schema.GroupVersionResource]string{Resource: "InstanceList", PresenceResource: "PresenceList"})
 				s := makeStore(client, "ns", AllPools)
 				lag := &laggingCache{Store: cache.NewStore(cache.MetaNamespaceKeyFunc), s: s, event: tt.event, deleted: tt.write == nil}
 				informer := dynamicinformer.NewFilteredDynamicInformer(client, Resource, "ns", 0, cache.Indexers{}, nil).Informer()

@@ -18,14 +18,14 @@ import (
 // the CRD's printer columns.
 const tableAccept = "application/json;as=Table;v=v1;g=meta.k8s.io"
 
-// getTable asks for the Table of the Instances in namespace.
-func getTable(t *testing.T, cfg *rest.Config, namespace string) *metav1.Table {
+// getTable asks for the Table of the objects of resource in namespace.
+func getTable(t *testing.T, cfg *rest.Config, namespace, resource string) *metav1.Table {
 	t.Helper()
 	client, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	url := fmt.Sprintf("%s/apis/%s/%s/namespaces/%s/%s", cfg.Host, Group, Version, namespace, Resource.Resource)
+	url := fmt.Sprintf("%s/apis/%s/%s/namespaces/%s/%s", cfg.Host, Group, Version, namespace, resource)
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -43,40 +43,55 @@ func getTable(t *testing.T, cfg *rest.Config, namespace string) *metav1.Table {
 	return table
 }
 
-// testTable: kubectl get cdii tells which device, how busy, seen where
-// (and -o wide whether shared, and a GPU's PCI address), from what the
-// Store writes: the spec, and the status summary it writes with it.
+// testTable: kubectl get cdii tells which device and how busy (and -o
+// wide whether shared, and a GPU's PCI address), from what the Store
+// writes: the spec, and the status summary it writes with it; kubectl
+// get cdip tells which node sees how many devices of which pool.
 func testTable(t *testing.T, env *apitest.Env) {
 	ns := env.Namespace(t)
 	gpu, cam := seedInstances(t, newStore(t, env.Config, ns))
-	table := getTable(t, env.Config, ns)
-	var columns []string
-	for _, c := range table.ColumnDefinitions {
-		columns = append(columns, fmt.Sprintf("%s/%d", c.Name, c.Priority))
+	checkTable(t, getTable(t, env.Config, ns, Resource.Resource),
+		[]string{"Name/0", "Config/0", "Device/0", "Slots/0", "Age/0", "Shared/1", "PCI/1"}, map[string]string{
+			gpu: `[gpu-drm 0000:03:00.0 1/2 false 0000:03:00.0]`,
+			cam: `[camera-endpoint door 2/3 true <nil>]`,
+		})
+	checkTable(t, getTable(t, env.Config, ns, PresenceResource.Resource),
+		[]string{"Name/0", "Node/0", "Pool/0", "Devices/0", "Age/0"}, map[string]string{
+			"gpu-drm.n1":         `[n1 gpu-drm 1]`,
+			"camera-endpoint.n1": `[n1 camera-endpoint 1]`,
+			"camera-endpoint.n2": `[n2 camera-endpoint 1]`,
+		})
+}
+
+// checkTable compares a Table's columns (name/priority) and its rows, by
+// name, every cell but the name and Age (a duration since creation).
+func checkTable(t *testing.T, table *metav1.Table, columns []string, rows map[string]string) {
+	t.Helper()
+	var got []string
+	age := -1
+	for i, c := range table.ColumnDefinitions {
+		got = append(got, fmt.Sprintf("%s/%d", c.Name, c.Priority))
+		if c.Name == "Age" {
+			age = i
+		}
 	}
-	want := []string{"Name/0", "Config/0", "Device/0", "Slots/0", "Nodes/0", "Age/0", "Shared/1", "PCI/1"}
-	if !slices.Equal(columns, want) {
-		t.Fatalf("columns (name/priority) %v, want %v", columns, want)
+	if !slices.Equal(got, columns) {
+		t.Fatalf("columns (name/priority) %v, want %v", got, columns)
 	}
-	rows := map[string]string{}
+	gotRows := map[string]string{}
 	for _, r := range table.Rows {
-		if len(r.Cells) != len(want) {
-			t.Fatalf("row %v: %d cells, want %d", r.Cells, len(r.Cells), len(want))
+		if len(r.Cells) != len(columns) {
+			t.Fatalf("row %v: %d cells, want %d", r.Cells, len(r.Cells), len(columns))
 		}
-		// Every cell but Age, which is a duration since creation.
-		rows[fmt.Sprint(r.Cells[0])] = fmt.Sprint(append(r.Cells[1:5:5], r.Cells[6:]...))
+		gotRows[fmt.Sprint(r.Cells[0])] = fmt.Sprint(append(slices.Clone(r.Cells[1:age]), r.Cells[age+1:]...))
 	}
-	wantRows := map[string]string{
-		gpu: `[gpu-drm 0000:03:00.0 1/2 ["n1"] false 0000:03:00.0]`,
-		cam: `[camera-endpoint door 2/3 ["n1","n2"] true <nil>]`,
-	}
-	for name, cells := range wantRows {
-		if rows[name] != cells {
-			t.Errorf("row %s: %s, want %s", name, rows[name], cells)
+	for name, cells := range rows {
+		if gotRows[name] != cells {
+			t.Errorf("row %s: %s, want %s", name, gotRows[name], cells)
 		}
 	}
-	if len(rows) != len(wantRows) {
-		t.Errorf("rows %v, want %d", rows, len(wantRows))
+	if len(gotRows) != len(rows) {
+		t.Errorf("rows %v, want %d", gotRows, len(rows))
 	}
 }
 

@@ -11,6 +11,14 @@ import (
 	"github.com/cdiexec/cdi/bridge/instance"
 )
 
+// Pruner is a Store that deletes an Instance no node sees (and none of
+// whose slots is held) only when asked, after a grace period: the
+// Kubernetes store, whose elected bridge asks. Other stores delete it at
+// once, in Observe or Release.
+type Pruner interface {
+	PruneUnseen(ctx context.Context, grace time.Duration, now time.Time) (deleted int, err error)
+}
+
 // Run runs the contract against stores made by newStore, one per subtest.
 func Run(t *testing.T, newStore func(t *testing.T) instance.Store) {
 	for name, test := range map[string]func(*testing.T, instance.Store){
@@ -152,6 +160,11 @@ func nodeLeaves(t *testing.T, s instance.Store) {
 	}
 	if err := s.Release(ctx, []instance.Claim{{Instance: cam.Name, Slot: s0, Value: "b"}}); err != nil {
 		t.Fatal(err)
+	}
+	if p, ok := s.(Pruner); ok {
+		if n, err := p.PruneUnseen(ctx, 0, time.Now()); n != 1 || err != nil {
+			t.Fatalf("PruneUnseen deleted %d, %v; want the one unseen Instance", n, err)
+		}
 	}
 	if in := get(t, s, cam.Name); in != nil {
 		t.Fatalf("an instance no node sees and nobody uses is still there: %+v", in)

@@ -286,13 +286,14 @@ func (n *simNode) observe(ctx context.Context, seen []instance.Instance) (failed
 	}
 }
 
-// converged reports whether a store lists every Instance with every node.
-func (s *sim) converged(all []instance.Instance) bool {
+// converged reports whether node's store lists every Instance, each
+// seen by node (its own Presence: a node's store knows no other's).
+func (s *sim) converged(node string, all []instance.Instance) bool {
 	if len(all) != s.o.instances {
 		return false
 	}
 	for _, in := range all {
-		if len(in.Nodes) != s.o.nodes {
+		if !in.Sees(node) {
 			return false
 		}
 	}
@@ -301,9 +302,9 @@ func (s *sim) converged(all []instance.Instance) bool {
 
 // waitViews waits until every live store's List passes ok, each checked
 // on its Changes() feed, for up to settle after the last change.
-func (s *sim) waitViews(ctx context.Context, ok func([]instance.Instance) bool) error {
+func (s *sim) waitViews(ctx context.Context, ok func(node string, all []instance.Instance) bool) error {
 	for _, n := range s.live() {
-		if err := waitView(ctx, n.store, ok); err != nil {
+		if err := waitView(ctx, n.store, func(all []instance.Instance) bool { return ok(n.name, all) }); err != nil {
 			return fmt.Errorf("%s's view: %w", n.name, err)
 		}
 	}

@@ -121,7 +121,7 @@ func (s *sim) release(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.waitViews(ctx, allFree); err != nil {
+	if err := s.waitViews(ctx, func(_ string, all []instance.Instance) bool { return allFree(all) }); err != nil {
 		return err
 	}
 	return s.leftovers(ctx)

@@ -124,7 +124,7 @@ func testPrinterColumns(t *testing.T, cfg *rest.Config, instances dynamic.Resour
 		names = append(names, c.Name)
 		priority[c.Name] = c.Priority
 	}
-	if want := []string{"Name", "Config", "Device", "Slots", "Nodes", "Age", "Shared", "PCI"}; !slices.Equal(names, want) {
+	if want := []string{"Name", "Config", "Device", "Slots", "Age", "Shared", "PCI"}; !slices.Equal(names, want) {
 		t.Fatalf("columns %v, want %v", names, want)
 	}
 	if priority["Shared"] != 1 || priority["PCI"] != 1 || priority["Slots"] != 0 {
@@ -136,8 +136,8 @@ func testPrinterColumns(t *testing.T, cfg *rest.Config, instances dynamic.Resour
 	// No Slots: the bridge writes the status summary (bridge/instance/kube
 	// tests it), this object has none. No PCI address in its properties.
 	cells := table.Rows[0].Cells
-	want := []any{"cam-columns", "cam", "/dev/video0", nil, `["node-a","node-b"]`}
-	if len(cells) != 8 || !reflect.DeepEqual(cells[:5], want) || cells[5] == "" || cells[6] != true || cells[7] != nil {
+	want := []any{"cam-columns", "cam", "/dev/video0", nil}
+	if len(cells) != 7 || !reflect.DeepEqual(cells[:4], want) || cells[4] == "" || cells[5] != true || cells[6] != nil {
 		t.Errorf("cells %#v, want %#v, an age, true and nil", cells, want)
 	}
 }

@@ -18,9 +18,12 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// InstanceCRD is the project's Instance CustomResourceDefinition,
-// relative to the repository's root.
-const InstanceCRD = "bridge/deploy/crd/instances.yaml"
+// InstanceCRD and PresenceCRD are the project's CustomResourceDefinitions
+// of the Instance store, relative to the repository's root.
+const (
+	InstanceCRD = "bridge/deploy/crd/instances.yaml"
+	PresenceCRD = "bridge/deploy/crd/presences.yaml"
+)
 
 var crdResource = schema.GroupVersionResource{
 	Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions",
@@ -86,7 +89,8 @@ func established(crd *unstructured.Unstructured) bool {
 
 var namespaceResource = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 
-// StartWithInstances is Start, then the Instance CRD installed.
+// StartWithInstances is Start, then the Instance and Presence CRDs
+// installed.
 func StartWithInstances(tb testing.TB, opts Options) *Env {
 	tb.Helper()
 	env := Start(tb, opts)
@@ -96,7 +100,7 @@ func StartWithInstances(tb testing.TB, opts Options) *Env {
 	return env
 }
 
-// RunWithInstances is Run, then the Instance CRD installed: for the
+// RunWithInstances is Run, then the Instance and Presence CRDs installed: for the
 // benchmarks and the cluster simulation, which are not tests. The caller
 // calls StopAndRemove. An error wrapping ErrUnavailable means etcd or the
 // Go toolchain is missing.
@@ -112,12 +116,14 @@ func RunWithInstances(ctx context.Context, opts Options) (*Env, error) {
 }
 
 func (e *Env) installInstances(ctx context.Context) error {
-	crd, err := RepoFile(InstanceCRD)
-	if err == nil {
-		err = InstallCRD(ctx, e.Config, crd)
-	}
-	if err != nil {
-		return fmt.Errorf("installing the Instance CRD: %w", err)
+	for _, rel := range []string{InstanceCRD, PresenceCRD} {
+		crd, err := RepoFile(rel)
+		if err == nil {
+			err = InstallCRD(ctx, e.Config, crd)
+		}
+		if err != nil {
+			return fmt.Errorf("installing %s: %w", rel, err)
+		}
 	}
 	return nil
 }

@@ -1,0 +1,100 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cdiexec/cdi/bridge/instance"
+)
+
+// PruneUnseen deletes the Instances that no node has seen, and whose
+// slots are all free, since grace before now (as this Store has watched:
+// the clock starts at the first call that finds one unseen). Before each
+// deletion it asks the API server again, for the Instance and for the
+// Presences of its pool, so that a node that has just seen the device
+// again keeps it; the deletion is guarded by the resourceVersion read.
+// It returns how many it deleted.
+//
+// It is for the one bridge that clears departed nodes, with AllPools:
+// a device unplugged and plugged again, a bridge restarting, a drop-in
+// edited keep their Instances (and so their slots' names) through grace.
+func (s *Store) PruneUnseen(ctx context.Context, grace time.Duration, now time.Time) (int, error) {
+	all, err := s.List(ctx)
+	errs := []error{err}
+	deleted := 0
+	for _, in := range s.dueUnseen(all, grace, now) {
+		ok, err := s.deleteIfUnseen(ctx, in)
+		if ok {
+			deleted++
+		}
+		errs = append(errs, err)
+	}
+	return deleted, errors.Join(errs...)
+}
+
+// dueUnseen tracks since when each Instance is unseen and returns those
+// unseen for grace.
+func (s *Store) dueUnseen(all []instance.Instance, grace time.Duration, now time.Time) []instance.Instance {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	unseen := map[string]bool{}
+	var due []instance.Instance
+	for _, in := range all {
+		if len(in.Nodes) > 0 || in.Held() {
+			continue
+		}
+		unseen[in.Name] = true
+		since, ok := s.unseenSince[in.Name]
+		if !ok {
+			since = now
+			s.unseenSince[in.Name] = now
+		}
+		if now.Sub(since) >= grace {
+			due = append(due, in)
+		}
+	}
+	for name := range s.unseenSince {
+		if !unseen[name] {
+			delete(s.unseenSince, name)
+		}
+	}
+	return due
+}
+
+// deleteIfUnseen deletes in if the API server agrees that no node sees
+// it and no slot of it is held.
+func (s *Store) deleteIfUnseen(ctx context.Context, in instance.Instance) (bool, error) {
+	fresh, err := s.read(ctx, in.Name, true)
+	if err != nil || fresh == nil {
+		return false, err
+	}
+	list, err := s.presenceClient.List(ctx, metav1.ListOptions{LabelSelector: LabelPool + "=" + LabelValue(fresh.Config)})
+	if err != nil {
+		return false, fmt.Errorf("listing the presences of pool %s: %w", fresh.Config, err)
+	}
+	for _, obj := range list.Items {
+		if p, err := toPresence(&obj); err != nil || slices.Contains(p.devices, in.Name) {
+			return false, err
+		}
+	}
+	if len(fresh.Nodes) > 0 || fresh.Held() {
+		return false, nil
+	}
+	err = s.client.Delete(ctx, in.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &fresh.Version}})
+	s.countIf(err)
+	switch {
+	case err == nil:
+		s.remember(in.Name, nil, fresh.Version)
+		s.notify()
+		return true, nil
+	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		return false, nil // gone already, or changed: the next pass decides
+	}
+	return false, fmt.Errorf("deleting instance %s: %w", in.Name, err)
+}
