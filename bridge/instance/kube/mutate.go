@@ -118,7 +118,10 @@ func (s *Store) Observe(ctx context.Context, node, config string, seen []instanc
 // of the device than want, lacks its pool label, or names node among the
 // nodes an older bridge recorded.
 func (s *Store) describe(ctx context.Context, node string, want instance.Instance) error {
-	relabel := !s.labelled(want.Name, want.Config)
+	relabel, err := s.unlabelled(ctx, want.Name, want.Config)
+	if err != nil {
+		return err
+	}
 	return s.modify(ctx, want.Name, upsert, func(in *instance.Instance) (bool, error) {
 		described := in.Describe(want)
 		forgot := in.Forget(node)

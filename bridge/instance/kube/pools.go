@@ -205,11 +205,18 @@ func (s *Store) followedSelector() (selector string, ok bool) {
 	return LabelPool + " in (" + strings.Join(values, ",") + ")", len(values) > 0
 }
 
-// labelled reports whether this Store's newest copy of the named
-// Instance carries pool's label: an Instance it does not hold, or one
-// written by a bridge of a release before the labels, is written again
-// by Observe even where nothing else changes, which labels it.
-func (s *Store) labelled(name, pool string) bool {
+// unlabelled reports whether the named Instance exists without pool's
+// label, as a bridge of the release before the labels writes it: Observe
+// then writes it again even where nothing else changes, which labels it.
+// An Instance this Store does not hold (a label-selected informer never
+// shows an unlabelled one) is read from the API server, and remembered,
+// so that Observe's write reads it from there.
+func (s *Store) unlabelled(ctx context.Context, name, pool string) (bool, error) {
 	obj, err := s.newest(name)
-	return err == nil && obj != nil && obj.GetLabels()[LabelPool] == LabelValue(pool)
+	if err == nil && obj == nil {
+		if _, err = s.read(ctx, name, true); err == nil {
+			obj, err = s.newest(name)
+		}
+	}
+	return obj != nil && obj.GetLabels()[LabelPool] != LabelValue(pool), err
 }

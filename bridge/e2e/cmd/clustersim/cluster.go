@@ -234,8 +234,8 @@ func shuffled(devices []instance.Instance, i int) []instance.Instance {
 }
 
 // setup has every node observe the whole pool at once, as bridges do
-// when they all start, and waits until every store shows every node in
-// every Instance.
+// when they all start, and waits until every store lists every Instance
+// as seen by its own node (a node's store knows its own Presences only).
 func (s *sim) setup(ctx context.Context) error {
 	s.devices = sharedDevices(s.o.instances, s.o.capacity)
 	s.progress("cluster: %d nodes observing %d shared Instances at once", s.o.nodes, s.o.instances)

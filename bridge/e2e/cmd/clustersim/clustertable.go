@@ -67,7 +67,7 @@ type rowFunc func(phase, figure, value, per, verdict string)
 func setupRows(row rowFunc, r clusterResult) {
 	o, l := r.o, r.setup
 	row("setup", fmt.Sprintf("every node Observes all %d Instances at once: returned", o.instances), secs(r.observed), "", "-")
-	row("setup", "until every store lists every Instance with every node", secs(r.setupTook), "", "-")
+	row("setup", "until every store lists every Instance, seen by its node", secs(r.setupTook), "", "-")
 	row("setup", "Observe passes that ran out of conflict retries, then passed again", fmt.Sprint(r.failedPasses),
 		fmt.Sprintf("of %d nodes", o.nodes), "-")
 	row("setup", "API writes (conflict retries)", fmt.Sprintf("%d (%d)", l.writes, l.conflicts),

@@ -5,8 +5,8 @@
 // node's bridge has, share 200 Instances of capacity 4.
 //
 // Every node observes every Instance at once (time until every store
-// shows every node everywhere, API writes); 500 claims, 8 in flight, each
-// by a random node on a free slot of a random Instance (API requests of
+// lists every Instance as seen by its node, API writes); 500 claims, 8 in
+// flight, each by a random node on a free slot of a random Instance (API requests of
 // every client by verb, writes and conflict retries per allocation, watch
 // events and bytes, the time from a claim's return until every other
 // store shows it); the API server's, etcd's and each store's memory, and
@@ -41,8 +41,8 @@ import (
 func main() {
 	var o clusterOptions
 	flag.IntVar(&o.nodes, "sim-nodes", 50, "simulated nodes, 0 for none")
-	// 50 x 200 keeps the simulation within about three minutes on two
-	// busy cores: setting up costs nodes x nodes x Instances watch events.
+	// 50 x 200 keeps the simulation within a minute on two busy cores;
+	// 200 x 200 took one.
 	flag.IntVar(&o.instances, "sim-instances", 200, "shared Instances every simulated node sees")
 	flag.IntVar(&o.claims, "sim-claims", 500, "claims (at most 3/4 of the slots)")
 	flag.IntVar(&o.capacity, "sim-capacity", 4, "slots per shared Instance")
