@@ -153,11 +153,12 @@ func (s *Store) list() ([]instance.Instance, error) {
 	var errs []error
 	for _, obj := range s.objects() {
 		in, err := toInstance(obj)
-		if err != nil {
+		switch {
+		case err != nil:
 			errs = append(errs, err)
-			continue
+		case s.serves(in.Config):
+			out = append(out, in)
 		}
-		out = append(out, in)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, errors.Join(errs...)
@@ -189,8 +190,7 @@ func (s *Store) newest(name string) (*unstructured.Unstructured, error) {
 			return nil, err
 		}
 		if obj, ok := item.(*unstructured.Unstructured); ok {
-			cached = obj
-			break
+			cached = newerObject(cached, obj)
 		}
 	}
 	return newer(cached, w, had), nil

@@ -91,6 +91,9 @@ func (s *Store) Release(ctx context.Context, claims []instance.Claim) error {
 // PruneUnseen's, after a grace period, for the elected bridge.
 func (s *Store) Observe(ctx context.Context, node, config string, seen []instance.Instance) error {
 	if s.scope == ServedPools {
+		if err := s.follow(ctx, unlabelledPool); err != nil {
+			return err
+		}
 		if err := s.follow(ctx, config); err != nil {
 			return err
 		}

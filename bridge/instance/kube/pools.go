@@ -112,11 +112,7 @@ func (s *Store) notListed() error {
 // newInformer starts an informer of pool's Instances ("" every pool),
 // running until the Store's life ends or it is stopped.
 func (s *Store) newInformer(pool string) (*poolInformer, error) {
-	selector := func(o *metav1.ListOptions) {
-		if pool != "" {
-			o.LabelSelector = LabelPool + "=" + LabelValue(pool)
-		}
-	}
+	selector := func(o *metav1.ListOptions) { o.LabelSelector = poolSelector(pool) }
 	informer := dynamicinformer.NewFilteredDynamicInformer(s.dynamic, Resource, s.namespace, 0, cache.Indexers{}, selector).Informer()
 	event := func(obj any) { s.heard(); s.caughtUp(obj); s.notify() }
 	if err := informer.SetTransform(dropManagedFields); err != nil {
@@ -188,21 +184,54 @@ func (s *Store) retire(pool, node string) {
 	}
 }
 
-// followedSelector is the label selector of every Instance the Store
-// follows, for its own lists: "" for every pool; ok is false when it
+// unlabelledPool is the informers' key, never a pool's name, of the
+// Instances without a pool label: those a bridge of the release before
+// the labels wrote, which a node's Store follows whatever their pool
+// (List shows those of its pools), so that an older bridge's write, which
+// drops the label, does not take an Instance out of view. Once every
+// bridge is of this release, there are none.
+const unlabelledPool = "!"
+
+// poolSelector is the label selector of pool's Instances: every Instance
+// for "", the unlabelled for unlabelledPool.
+func poolSelector(pool string) string {
+	switch pool {
+	case "":
+		return ""
+	case unlabelledPool:
+		return "!" + LabelPool
+	}
+	return LabelPool + "=" + LabelValue(pool)
+}
+
+// followedSelectors are the label selectors of every Instance the Store
+// follows, for its own lists: one, "", for every pool; none when it
 // follows none.
-func (s *Store) followedSelector() (selector string, ok bool) {
+func (s *Store) followedSelectors() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.scope == AllPools {
-		return "", true
+		return []string{""}
 	}
 	values := make([]string, 0, len(s.informers))
 	for p := range s.informers {
-		values = append(values, LabelValue(p))
+		if p != unlabelledPool {
+			values = append(values, LabelValue(p))
+		}
+	}
+	if len(values) == 0 {
+		return nil
 	}
 	sort.Strings(values)
-	return LabelPool + " in (" + strings.Join(values, ",") + ")", len(values) > 0
+	return []string{LabelPool + " in (" + strings.Join(values, ",") + ")", poolSelector(unlabelledPool)}
+}
+
+// serves reports whether the Store follows pool.
+func (s *Store) serves(pool string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.informers[pool]
+	return ok || s.scope == AllPools
 }
 
 // unlabelled reports whether the named Instance exists without pool's

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 
 	"github.com/cdiexec/cdi/bridge/instance"
@@ -129,22 +130,30 @@ func testFollowPoolSet(t *testing.T, env *apitest.Env) {
 }
 
 // testRelabel: an Instance whose label is gone (as a bridge of the
-// release before labels writes it) is not in a node's view until that
-// node's Observe writes it again, with the label.
+// release before labels writes it, on every claim) stays in the view of a
+// node serving its pool, and that node's next Observe writes it again,
+// with the label.
 func testRelabel(t *testing.T, env *apitest.Env) {
 	ns := env.Namespace(t)
 	a, b := newScopedStore(t, env.Config, ns), newScopedStore(t, env.Config, ns)
 	cam := storetest.Cam("b", "dock", 1)
 	observe(t, b, "b", cam)
+	observe(t, a, "a", cam)
+	held(t, a, cam.Name)
 	raw := b.client
 	obj, err := raw.Get(t.Context(), cam.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	obj.SetLabels(nil)
+	slot := instance.SlotID(cam.Name, 0)
+	if err := unstructured.SetNestedField(obj.Object, "old", "spec", "deviceUsage", slot); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := raw.Update(t.Context(), obj, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	waitUsage(t, a, cam.Name, slot, "old", 5*time.Second)
 	observe(t, a, "a", cam)
 	obj, err = raw.Get(t.Context(), cam.Name, metav1.GetOptions{})
 	if err != nil {
@@ -153,7 +162,7 @@ func testRelabel(t *testing.T, env *apitest.Env) {
 	if got := obj.GetLabels()[LabelPool]; got != "cam" {
 		t.Fatalf("label %s = %q after node a's Observe, want cam", LabelPool, got)
 	}
-	held(t, a, cam.Name)
+	waitUsage(t, a, cam.Name, slot, "old", 5*time.Second)
 }
 
 // testLongPoolName: a pool whose name is no label value (over 63

@@ -111,7 +111,7 @@ func (s *Store) objects() []*unstructured.Unstructured {
 	for _, inf := range s.running() {
 		for _, item := range inf.GetStore().List() {
 			if obj, ok := item.(*unstructured.Unstructured); ok {
-				names[obj.GetName()] = obj
+				names[obj.GetName()] = newerObject(names[obj.GetName()], obj)
 			}
 		}
 	}
@@ -128,4 +128,22 @@ func (s *Store) objects() []*unstructured.Unstructured {
 		}
 	}
 	return out
+}
+
+// newerObject is the newer of two informers' copies of one object (a or
+// b may be nil): an Instance whose label an older bridge dropped moves
+// from its pool's informer to the unlabelled one, and for a moment both
+// may hold it.
+func newerObject(a, b *unstructured.Unstructured) *unstructured.Unstructured {
+	if a == nil {
+		return b
+	}
+	if b == nil {
+		return a
+	}
+	ra, _ := resourceVersion(a)
+	if rb, _ := resourceVersion(b); rb > ra {
+		return b
+	}
+	return a
 }

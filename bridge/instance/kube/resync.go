@@ -184,8 +184,8 @@ func (s *Store) watchBroken() bool {
 // remembers each as the newest copy, and every cached one the list lacks
 // as deleted.
 func (s *Store) relist(ctx context.Context) {
-	selector, ok := s.followedSelector()
-	if !ok {
+	selectors := s.followedSelectors()
+	if len(selectors) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, relistTimeout)
@@ -193,20 +193,24 @@ func (s *Store) relist(ctx context.Context) {
 	s.mu.Lock()
 	s.relists++
 	s.mu.Unlock()
-	list, err := s.client.List(ctx, metav1.ListOptions{LabelSelector: selector})
-	if err != nil {
-		return // still unreachable: stay stale
-	}
 	listed := map[string]bool{}
-	for i := range list.Items {
-		obj := &list.Items[i]
-		listed[obj.GetName()] = true
-		s.remember(obj.GetName(), obj, "")
+	var rv string
+	for _, selector := range selectors {
+		list, err := s.client.List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return // still unreachable: stay stale
+		}
+		for i := range list.Items {
+			obj := &list.Items[i]
+			listed[obj.GetName()] = true
+			s.remember(obj.GetName(), obj, "")
+		}
+		rv = list.GetResourceVersion()
 	}
 	for _, inf := range s.running() {
 		for _, key := range inf.GetStore().ListKeys() {
 			if _, name, err := cache.SplitMetaNamespaceKey(key); err == nil && !listed[name] {
-				s.remember(name, nil, list.GetResourceVersion())
+				s.remember(name, nil, rv)
 			}
 		}
 	}
