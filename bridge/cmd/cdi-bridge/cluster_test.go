@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,6 +29,9 @@ type clusterNode struct {
 	name    string
 	kubelet *kubelettest.Kubelet
 	pods    *kubelettest.PodResources
+	// args are the bridge's flags; cmd its process, once started.
+	args []string
+	cmd  *exec.Cmd
 }
 
 // The shared camera every node sees, and its resources.
@@ -49,6 +53,13 @@ func startClusterNode(t *testing.T, name, kubeconfig, namespace string) *cluster
 // startCameraNode is startClusterNode with shared cameras ids of
 // capacity each.
 func startCameraNode(t *testing.T, name, kubeconfig, namespace string, capacity int, ids ...string) *clusterNode {
+	n := newCameraNode(t, name, kubeconfig, namespace, capacity, ids...)
+	n.start(t, filepath.Join(binDir, "cdi-bridge"))
+	return n
+}
+
+// newCameraNode is startCameraNode's node, not started.
+func newCameraNode(t *testing.T, name, kubeconfig, namespace string, capacity int, ids ...string) *clusterNode {
 	confDir := t.TempDir()
 	var cams []map[string]any
 	for _, id := range ids {
@@ -61,16 +72,39 @@ func startCameraNode(t *testing.T, name, kubeconfig, namespace string, capacity 
 		t.Fatal(err)
 	}
 	h := kubelettest.NewHost(t)
-	dpDir, podSock := h.Dir, h.PodResourcesSocket
-	cmd := exec.Command(filepath.Join(binDir, "cdi-bridge"), "--conf-dir", confDir, "--plugin-path", binDir,
-		"--node-name", name, "--device-plugin-dir", dpDir, "--domain", "cdi.test", "--metrics-address", "",
+	args := []string{"--conf-dir", confDir, "--plugin-path", binDir,
+		"--node-name", name, "--device-plugin-dir", h.Dir, "--domain", "cdi.test", "--metrics-address", "",
 		"--cdi-spec-dir", t.TempDir(),
 		"--store", "kube", "--kubeconfig", kubeconfig, "--namespace", namespace,
-		"--pod-resources-socket", podSock, "--reclaim-grace", "0s", "--reclaim-period", "25ms", "--log-level", "warn")
-	// Every lost race is a warning: the logs go to a file, shown when the
-	// test fails.
-	proctest.Start(t, cmd, "node "+name, nil)
-	return &clusterNode{name: name, kubelet: h.Kubelet, pods: h.Pods}
+		"--pod-resources-socket", h.PodResourcesSocket, "--reclaim-grace", "0s", "--reclaim-period", "25ms", "--log-level", "warn"}
+	return &clusterNode{name: name, kubelet: h.Kubelet, pods: h.Pods, args: args}
+}
+
+// start runs the node's bridge from binary. Every lost race is a
+// warning: the logs go to a file, shown when the test fails.
+func (n *clusterNode) start(t *testing.T, binary string) {
+	t.Helper()
+	n.cmd = exec.Command(binary, n.args...)
+	proctest.Start(t, n.cmd, fmt.Sprintf("node %s (%s)", n.name, filepath.Base(binary)), nil)
+}
+
+// stop ends the node's bridge as its pod's deletion does, with SIGTERM,
+// and waits until it has exited.
+func (n *clusterNode) stop(t *testing.T) {
+	t.Helper()
+	if err := n.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- n.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("node %s's bridge on SIGTERM: %v", n.name, err)
+		}
+	case <-time.After(wait):
+		t.Fatalf("node %s's bridge still running %v after SIGTERM", n.name, wait)
+	}
 }
 
 // everything is what a node's containers hold until a test says
