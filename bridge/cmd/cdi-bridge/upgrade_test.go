@@ -27,18 +27,23 @@ const previousRelease = "caba71966fdf9be18e0474400b3b445b5f2a964d"
 
 // buildBridgeAt builds cdi-bridge as it was at commit, from the
 // repository's history (git archive), and returns the binary's path.
-// Without git or that history it skips, unless the tests must run all.
+// Without git or a repository it skips, unless the tests must run all; in
+// a shallow clone, which lacks the history, it skips.
 func buildBridgeAt(t *testing.T, commit string) string {
 	t.Helper()
 	top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
-	if err == nil {
-		err = exec.Command("git", "-C", strings.TrimSpace(string(top)), "cat-file", "-e", commit+"^{commit}").Run()
-	}
 	if err != nil {
 		if apitest.MustRun() {
-			t.Fatalf("the bridge of commit %s cannot be built without git and the repository's history: %v", commit, err)
+			t.Fatalf("the bridge of commit %s cannot be built without git and the repository: %v", commit, err)
 		}
-		t.Skipf("no git or no commit %s here: %v", commit, err)
+		t.Skipf("no git or no repository here: %v", err)
+	}
+	if err := exec.Command("git", "-C", strings.TrimSpace(string(top)), "cat-file", "-e", commit+"^{commit}").Run(); err != nil {
+		shallow, _ := exec.Command("git", "-C", strings.TrimSpace(string(top)), "rev-parse", "--is-shallow-repository").Output()
+		if strings.TrimSpace(string(shallow)) == "true" {
+			t.Skipf("a shallow clone, without commit %s", commit)
+		}
+		t.Fatalf("commit %s is not in the repository's history: %v", commit, err)
 	}
 	src := t.TempDir()
 	archive := exec.Command("git", "-C", strings.TrimSpace(string(top)), "archive", "--format=tar", commit)
