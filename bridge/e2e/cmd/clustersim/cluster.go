@@ -30,6 +30,7 @@ type clusterOptions struct {
 	nodes, instances int
 	claims, capacity int
 	inFlight         int // claims under way at once, each by another node
+	others           int // Instances of other pools in the scoped phase
 }
 
 // check refuses sizes the simulation cannot run: the sweep needs a
@@ -88,7 +89,7 @@ func simulate(ctx context.Context, o clusterOptions, env *apitest.Env, out io.Wr
 		run  func(context.Context) error
 	}{
 		{"starting stores", s.start}, {"setup", s.setup}, {"allocations", s.allocate},
-		{"departed-node sweep", s.sweep}, {"release", s.release},
+		{"departed-node sweep", s.sweep}, {"release", s.release}, {"scoped", s.scoped},
 	}
 	start := time.Now()
 	for _, step := range steps {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -87,7 +88,7 @@ func TestRun(t *testing.T) {
 		t.Skip("starts etcd and a kube-apiserver")
 	}
 	var out bytes.Buffer
-	o := clusterOptions{nodes: 3, instances: 10, claims: 10, capacity: 4, inFlight: 4}
+	o := clusterOptions{nodes: 3, instances: 10, claims: 10, capacity: 4, inFlight: 4, others: 100}
 	if err := run(t.Context(), o, &out, t.Output()); err != nil {
 		t.Fatalf("%v\noutput so far:\n%s", err, out.String())
 	}
@@ -96,5 +97,10 @@ func TestRun(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), clusterTitle) {
 		t.Errorf("the output lacks %q:\n%s", clusterTitle, out.String())
+	}
+	// A node serving a local pool lists its 8 Instances and hears none of
+	// the 100 others' writes.
+	if !regexp.MustCompile(`(?m)^scoped +heap .* / 0 +target: .* met$`).MatchString(out.String()) {
+		t.Errorf("the scoped phase missed its target:\n%s", out.String())
 	}
 }

@@ -33,6 +33,7 @@ type clusterResult struct {
 	released            int
 	releaseLoad         load
 	releaseTook         time.Duration
+	scoped              scopedResult
 }
 
 // printCluster prints the simulation as one table.
@@ -53,6 +54,7 @@ func printCluster(w io.Writer, r clusterResult) {
 		r.releaseLoad.writes, r.releaseLoad.conflicts), fmt.Sprintf("in %s", secs(r.releaseTook)), "-")
 	cpuRow(row, "release", r.releaseLoad)
 	row("release", "slots left claimed, in every store's view and the API's", "none (checked)", "", "-")
+	scopedRows(row, r.scoped)
 	tw.Flush()
 	fmt.Fprintln(w, "requests: every request of every node's client (its informer's included), sorted by verb: GET of one Instance,")
 	fmt.Fprintln(w, "LIST, WATCH (streams opened), writes (PUT, POST, DELETE); watch events and bytes are those the clients read,")
@@ -189,4 +191,19 @@ func percentile[T cmp.Ordered](d []T, p int) T {
 	}
 	slices.Sort(d)
 	return d[(len(d)-1)*p/100]
+}
+
+// scopedRows are the scoped phase's, when it ran.
+func scopedRows(row func(phase, figure, value, per, verdict string), r scopedResult) {
+	if r.others == 0 {
+		return
+	}
+	verdict := "missed"
+	if r.heap < 20e6 && r.listed == scopedDevices && r.events == 0 {
+		verdict = "met"
+	}
+	row("scoped", fmt.Sprintf("a node serving a local pool of %d, %d Instances of other pools: Instances it lists", scopedDevices, r.others),
+		fmt.Sprint(r.listed), fmt.Sprintf("started and observed in %s", secs(r.took)), "-")
+	row("scoped", "heap its store added / events it heard while the others were all written again",
+		fmt.Sprintf("%.2f MB / %d", float64(r.heap)/1e6, r.events), "target: under 20 MB, 0 events", verdict)
 }

@@ -12,8 +12,11 @@
 // store shows it); the API server's, etcd's and each store's memory, and
 // one Instance's size; one node's departure cleared as the departed-node
 // janitor does (kube.Store.ForgetNode); then every claim released and
-// none left. -sim-nodes, -sim-instances, -sim-claims, -sim-capacity and
-// -sim-inflight size it.
+// none left; then a node serving a local pool of 8 devices beside
+// -sim-others Instances of other pools (its store's heap, and the events
+// it hears while those are all written again). -sim-nodes,
+// -sim-instances, -sim-claims, -sim-capacity, -sim-inflight and
+// -sim-others size it.
 //
 // `make bench` runs it; alone, from bridge/e2e:
 //
@@ -47,6 +50,7 @@ func main() {
 	flag.IntVar(&o.claims, "sim-claims", 500, "claims (at most 3/4 of the slots)")
 	flag.IntVar(&o.capacity, "sim-capacity", 4, "slots per shared Instance")
 	flag.IntVar(&o.inFlight, "sim-inflight", 8, "claims under way at once")
+	flag.IntVar(&o.others, "sim-others", 10000, "Instances of other pools beside a node that serves a local pool of 8, 0 for none")
 	flag.Parse()
 	if err := o.check(); err != nil {
 		fmt.Fprintln(os.Stderr, "clustersim:", err)
