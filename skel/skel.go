@@ -70,9 +70,32 @@ type Dispatcher struct {
 // Main runs p with the process's environment and streams and exits with the
 // status the protocol prescribes.
 func Main(p Plugin) {
+	growStack()
 	d := Dispatcher{LookupEnv: os.LookupEnv, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
 	os.Exit(d.Run(p))
 }
+
+// growStack grows the goroutine's stack, once and while it is shallow,
+// to the 16 KiB a call needs. A goroutine starts with 2 KiB and the
+// runtime doubles its stack whenever a call would overflow it, copying
+// every frame, each found through the PC tables, into fresh pages; a
+// plugin's call reads its JSON documents and writes its state by
+// recursion, one level at a time, and so grew its stack twice (to 8 and
+// then 16 KiB) at its deepest, each time copying some forty frames. A
+// frame this large makes the runtime grow the stack to 16 KiB at once,
+// here, where there are a few frames to copy. The pages it zeroes are
+// the ones the deep calls write later anyway.
+//
+//go:noinline
+func growStack() {
+	var frame [12 << 10]byte
+	keep(frame[:])
+}
+
+// keep keeps growStack's frame from being optimized away.
+//
+//go:noinline
+func keep([]byte) {}
 
 // Run dispatches one command and returns the exit status: 0 on success, 1 on
 // error, and always 0 for DEL.

@@ -6,10 +6,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+
+	"github.com/cdiexec/cdi/plugins/buildenv"
 )
 
 // program is a binary the bench runs; plugin ones are built static and
-// stripped, as `make build` builds the plugins.
+// stripped, with plugins/buildenv's settings, as `make build` builds the
+// plugins.
 type program struct {
 	pkg    string
 	plugin bool
@@ -25,7 +28,7 @@ func build(ctx context.Context, root, dir string) error {
 		args := []string{"build", "-trimpath", "-o", dir + "/"}
 		env := os.Environ()
 		if p.plugin {
-			args, env = append(args, "-ldflags=-s"), append(env, "CGO_ENABLED=0")
+			args, env = append(args, "-ldflags=-s"), append(env, buildenv.Env()...)
 		}
 		cmd := exec.CommandContext(ctx, "go", append(args, p.pkg)...)
 		cmd.Dir, cmd.Env = root, env

@@ -6,8 +6,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
+	"github.com/cdiexec/cdi/plugins/buildenv"
 	"github.com/cdiexec/cdi/plugins/exectest"
 )
 
@@ -34,7 +36,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return fmt.Errorf("temporary directory: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	progress("building the plugins and the floor (CGO_ENABLED=0 -trimpath -ldflags=-s)")
+	progress("building the plugins and the floors (%s -trimpath -ldflags=-s)", strings.Join(buildenv.Env(), " "))
 	if err := build(ctx, root, tmp); err != nil {
 		return err
 	}

@@ -10,6 +10,8 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	"github.com/cdiexec/cdi/plugins/buildenv"
 )
 
 // pluginCase is a benchmarked plugin: its default drop-in and a request.
@@ -24,14 +26,17 @@ func pluginCases() []pluginCase {
 	}
 }
 
-// build compiles the plugins and the floor as `make build` does.
+// build compiles the plugins and the floors as `make build` compiles the
+// plugins (buildenv.Env: static, GOEXPERIMENT=nogreenteagc; -trimpath
+// -ldflags=-s), the floors too, so that they stay the least a plugin
+// built that way can cost.
 func build(ctx context.Context, root, dir string) error {
 	pkgs := []string{"./plugins/bench/testdata/floor", "./plugins/bench/testdata/statefloor", "./plugins/bench/testdata/pagefloor"}
 	for _, p := range pluginCases() {
 		pkgs = append(pkgs, "./plugins/"+p.name)
 	}
 	cmd := exec.CommandContext(ctx, "go", append([]string{"build", "-trimpath", "-ldflags=-s", "-o", dir + "/"}, pkgs...)...)
-	cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
+	cmd.Dir, cmd.Env = root, append(os.Environ(), buildenv.Env()...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build: %w\n%s", err, out)
 	}

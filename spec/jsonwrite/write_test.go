@@ -66,6 +66,8 @@ func TestMarshalMatchesEncodingJSON(t *testing.T) {
 		{"nil", nil},
 		{"a string", "<&>"},
 		{"a map of any", map[string]any{"cdiVersion": "0.1.0", "gpu": 2, "list": []inner{{"a"}}}},
+		{"empty containers", map[string]any{"m": map[string]string{}, "l": []int{}, "o": inner{}, "deep": []any{[]any{}, map[string]any{"x": []any{}}}}},
+		{"raw at depth", []any{map[string]any{"raw": json.RawMessage(`{"a":[1,{"b":[]}],"c":{}}`)}}},
 	} {
 		for _, indent := range []string{"", "  "} {
 			t.Run(tt.name+"/indent "+strings.Repeat("_", len(indent)), func(t *testing.T) {

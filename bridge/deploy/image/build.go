@@ -23,6 +23,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/cdiexec/cdi/bridge/deploy/internal/nodedefaults"
+	"github.com/cdiexec/cdi/plugins/buildenv"
 	"github.com/cdiexec/cdi/spec/buildinfo"
 )
 
@@ -127,7 +128,8 @@ type file struct {
 }
 
 // compile builds every plugin (each plugins/<name>/main.go) and tool as a
-// static, stripped linux binary and returns them by image path.
+// static, stripped linux binary, the plugins as `make build` builds them
+// (plugins/buildenv), and returns them by image path.
 func compile(o options, arch, bin string, log io.Writer) (map[string]file, error) {
 	mains, err := filepath.Glob(filepath.Join(o.repo, "plugins", "*", "main.go"))
 	if err != nil {
@@ -154,6 +156,9 @@ func compile(o options, arch, bin string, log io.Writer) (map[string]file, error
 		cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=auto", "-ldflags=-s -buildid=", "-o", dst, pkg)
 		cmd.Dir, cmd.Stderr = o.repo, log
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
+		if strings.HasPrefix(pkg, "./plugins/") {
+			cmd.Env = append(cmd.Env, buildenv.Env()...) // as `make build` builds them
+		}
 		if err := cmd.Run(); err != nil {
 			return nil, fmt.Errorf("building %s: %w", pkg, err)
 		}
