@@ -2,9 +2,12 @@ package dradevices
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/cdiexec/cdi/bridge/dra"
 	"github.com/cdiexec/cdi/bridge/internal/testing/apitest"
@@ -90,37 +94,97 @@ func (c *cluster) setUp(t *testing.T) {
 	if _, err := c.client.CoreV1().ServiceAccounts(c.ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	class := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: ttyClass}, Spec: resourceapi.DeviceClassSpec{
-		Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
-			Expression: `device.driver == "cdi.local" && device.attributes["cdi.local"].resource == "tty"`}}},
-	}}
-	if _, err := c.client.ResourceV1().DeviceClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil {
+	for _, doc := range exampleDocs(t, "deviceclasses.yaml") {
+		var class resourceapi.DeviceClass
+		if err := yaml.UnmarshalStrict(doc, &class); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.client.ResourceV1().DeviceClasses().Create(ctx, &class, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, doc := range exampleDocs(t, "claimtemplates.yaml") {
+		var tmpl resourceapi.ResourceClaimTemplate
+		if err := yaml.UnmarshalStrict(doc, &tmpl); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.client.ResourceV1().ResourceClaimTemplates(c.ns).Create(ctx, &tmpl, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// exampleDocs is the YAML documents of a file of the shipped DRA
+// examples, bridge/deploy/examples/dra: the cluster uses them as they are.
+func exampleDocs(t *testing.T, file string) [][]byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "deploy", "examples", "dra", file))
+	if err != nil {
 		t.Fatal(err)
 	}
+	var docs [][]byte
+	for _, d := range strings.Split(string(data), "\n---\n") {
+		docs = append(docs, []byte(d))
+	}
+	return docs
 }
 
 // podWithTerminals creates a pod on the node whose claim, from a
 // template of its own, asks for count terminals.
 func (c *cluster) podWithTerminals(t *testing.T, name string, count int64) {
 	t.Helper()
-	ctx := t.Context()
 	tmpl := &resourceapi.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: resourceapi.ResourceClaimTemplateSpec{
 		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
 			Name: "ttys", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: ttyClass, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: count},
 		}}}},
 	}}
-	if _, err := c.client.ResourceV1().ResourceClaimTemplates(c.ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
+	if _, err := c.client.ResourceV1().ResourceClaimTemplates(c.ns).Create(t.Context(), tmpl, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	c.podWithClaim(t, name, tmpl.Name)
+}
+
+// podWithClaim creates a pod on the node whose claim is made from
+// template.
+func (c *cluster) podWithClaim(t *testing.T, name, template string) {
+	t.Helper()
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{
 		NodeSelector:   map[string]string{corev1.LabelHostname: clusterNode},
-		ResourceClaims: []corev1.PodResourceClaim{{Name: "ttys", ResourceClaimTemplateName: &tmpl.Name}},
+		ResourceClaims: []corev1.PodResourceClaim{{Name: "devices", ResourceClaimTemplateName: &template}},
 		Containers: []corev1.Container{{Name: "c", Image: "none", Resources: corev1.ResourceRequirements{
-			Claims: []corev1.ResourceClaim{{Name: "ttys"}}}}},
+			Claims: []corev1.ResourceClaim{{Name: "devices"}}}}},
 	}}
-	if _, err := c.client.CoreV1().Pods(c.ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+	if _, err := c.client.CoreV1().Pods(c.ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// scheduled is whether the scheduler bound the pod to the node.
+func scheduled(p *corev1.Pod) bool { return p.Spec.NodeName == clusterNode }
+
+// unschedulable is whether the scheduler gave up on the pod for now.
+func unschedulable(p *corev1.Pod) bool {
+	for _, cond := range p.Status.Conditions {
+		if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
+			return true
+		}
+	}
+	return false
+}
+
+// allocated is the devices allocated to the pod's claim, and the claim.
+func (c *cluster) allocated(t *testing.T, pod *corev1.Pod) ([]string, *resourceapi.ResourceClaim) {
+	t.Helper()
+	claim, err := c.client.ResourceV1().ResourceClaims(c.ns).Get(t.Context(), *pod.Status.ResourceClaimStatuses[0].ResourceClaimName, metav1.GetOptions{})
+	if err != nil || claim.Status.Allocation == nil {
+		t.Fatalf("claim of pod %s: %+v, %v", pod.Name, claim, err)
+	}
+	var names []string
+	for _, r := range claim.Status.Allocation.Devices.Results {
+		names = append(names, r.Pool+" "+r.Device)
+	}
+	sort.Strings(names)
+	return names, claim
 }
 
 // waitPod waits until done says yes of the pod.
@@ -141,9 +205,9 @@ func (c *cluster) waitPod(t *testing.T, name, what string, done func(*corev1.Pod
 	return pod
 }
 
-// waitSlices waits until the driver's slices of the node hold devices
-// devices, each with the attributes INFO gave it.
-func (c *cluster) waitSlices(t *testing.T, devices int) {
+// waitSlices waits until the driver's slices of pool hold devices
+// devices, each with the id and resource INFO gave it.
+func (c *cluster) waitSlices(t *testing.T, pool, resource string, devices int) {
 	t.Helper()
 	var seen []resourceapi.Device
 	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, clusterWait, true, func(ctx context.Context) (bool, error) {
@@ -153,7 +217,7 @@ func (c *cluster) waitSlices(t *testing.T, devices int) {
 		}
 		seen = nil
 		for _, s := range l.Items {
-			if s.Spec.NodeName != nil && *s.Spec.NodeName == clusterNode && s.Spec.Pool.Name == "n/tty-generic" {
+			if s.Spec.NodeName != nil && *s.Spec.NodeName == clusterNode && s.Spec.Pool.Name == pool {
 				seen = append(seen, s.Spec.Devices...)
 			}
 		}
@@ -164,7 +228,7 @@ func (c *cluster) waitSlices(t *testing.T, devices int) {
 	}
 	for _, d := range seen {
 		id, res := d.Attributes[AttrID], d.Attributes[AttrResource]
-		if id.StringValue == nil || DeviceName(*id.StringValue) != d.Name || res.StringValue == nil || *res.StringValue != "tty" {
+		if id.StringValue == nil || DeviceName(*id.StringValue) != d.Name || res.StringValue == nil || *res.StringValue != resource {
 			t.Errorf("device %s: attributes %+v", d.Name, d.Attributes)
 		}
 	}
@@ -207,35 +271,36 @@ func (r *rig) startDriver(t *testing.T, client kubernetes.Interface, dir string)
 // driver restarted in between from its checkpoint.
 func TestClusterAllocatesPreparesAndUnprepares(t *testing.T) {
 	c := startCluster(t)
-	r := newRig(t, 1) // four terminals, one slot each
+	r := newRig(t, 1, withGPUs) // four terminals, one slot each; four GPUs
 	dir := shortDir(t)
 	stop := r.startDriver(t, c.client, dir)
 	defer func() { stop() }()
 	ctx := t.Context()
-	c.waitSlices(t, 4)
+	c.waitSlices(t, "n/tty-generic", "tty", 4)
+	c.waitSlices(t, "n/gpu-drm", "gpu", 4)
 
 	c.podWithTerminals(t, "two", 2)
-	pod := c.waitPod(t, "two", "scheduled", func(p *corev1.Pod) bool { return p.Spec.NodeName == clusterNode })
-	claimName := *pod.Status.ResourceClaimStatuses[0].ResourceClaimName
-	claim, err := c.client.ResourceV1().ResourceClaims(c.ns).Get(ctx, claimName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	results := claim.Status.Allocation.Devices.Results
-	if len(results) != 2 || results[0].Pool != "n/tty-generic" || results[0].Device == results[1].Device {
-		t.Fatalf("allocation %+v, want two terminals of pool n/tty-generic", results)
+	devices, claim := c.allocated(t, c.waitPod(t, "two", "scheduled", scheduled))
+	claimName := claim.Name
+	if len(devices) != 2 || !strings.HasPrefix(devices[0], "n/tty-generic ") || !strings.HasPrefix(devices[1], "n/tty-generic ") {
+		t.Fatalf("allocation %v, want two terminals of pool n/tty-generic", devices)
 	}
 
 	t.Run("refused when nothing fits", func(t *testing.T) {
 		c.podWithTerminals(t, "three", 3) // two of four are left
-		c.waitPod(t, "three", "unschedulable", func(p *corev1.Pod) bool {
-			for _, cond := range p.Status.Conditions {
-				if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
-					return true
-				}
-			}
-			return false
-		})
+		c.waitPod(t, "three", "unschedulable", unschedulable)
+	})
+	t.Run("two GPUs on one NUMA node", func(t *testing.T) {
+		// The shipped template; only NUMA node 0 has two GPUs.
+		c.podWithClaim(t, "gpus", "two-gpus-one-numa-node")
+		got, _ := c.allocated(t, c.waitPod(t, "gpus", "scheduled", scheduled))
+		want := []string{"n/gpu-drm " + DeviceName("0000:03:00.0"), "n/gpu-drm " + DeviceName("0000:41:00.0")}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("allocation %v, want %v", got, want)
+		}
+		// Two GPUs are left, on node 1 and on none: no pair.
+		c.podWithClaim(t, "gpus-again", "two-gpus-one-numa-node")
+		c.waitPod(t, "gpus-again", "unschedulable", unschedulable)
 	})
 
 	kubelet := kubeletClient(t, filepath.Join(dir, "plugin"))

@@ -19,46 +19,72 @@ import (
 	"github.com/cdiexec/cdi/plugins/exectest"
 )
 
-// pluginDir holds the real generic-tty plugin, built once.
+// pluginDir holds the real generic-tty and drm plugins, built once.
 var pluginDir string
 
 func TestMain(m *testing.M) {
-	exectest.MainDir(m, &pluginDir, "github.com/cdiexec/cdi/plugins/generic-tty")
+	exectest.MainDir(m, &pluginDir, "github.com/cdiexec/cdi/plugins/generic-tty", "github.com/cdiexec/cdi/plugins/drm")
 }
 
 // rig is a Preparer over the fixture host's terminals tty41 to tty44,
-// served by the real generic-tty plugin.
+// served by the real generic-tty plugin, and with withGPUs its GPUs too,
+// served by the real drm plugin.
 type rig struct {
 	p       *Preparer
 	pools   []discovery.Pool
 	cdiDir  string
 	ckpt    string
-	devices []string // DRA device names
+	devices []string // DRA device names of the terminals
 }
 
-func newRig(t *testing.T, capacity int) *rig {
+// withGPUs adds the fixture's GPUs to a rig: 0000:03:00.0 and
+// 0000:41:00.0 on NUMA node 0, 0000:81:00.0 on node 1, 0000:00:02.0 on
+// none the host knows.
+const withGPUs = true
+
+func newRig(t *testing.T, capacity int, gpus ...bool) *rig {
 	t.Helper()
 	confDir := t.TempDir()
-	conf := exectest.Conf(t, "0.1.0", "tty", "generic-tty", map[string]any{
+	writeDropIn(t, confDir, "tty.d/generic.conf", exectest.Conf(t, "0.1.0", "tty", "generic-tty", map[string]any{
 		"root": exectest.FixtureRoot(t), "stateDir": t.TempDir(), "num_system_reserved": 40, "capacity": capacity,
-	})
-	path := filepath.Join(confDir, "tty.d", "generic.conf")
+	}))
+	if len(gpus) > 0 && gpus[0] {
+		writeDropIn(t, confDir, "gpu.d/drm.conf", exectest.Conf(t, "0.1.0", "gpu", "drm", map[string]any{
+			"root": exectest.FixtureRoot(t), "stateDir": t.TempDir(),
+		}))
+	}
+	pools, err := (&discovery.Discoverer{ConfDir: confDir, PluginDirs: []string{pluginDir}}).Discover(context.Background())
+	if err != nil || len(pools) != 1+len(gpus) {
+		t.Fatalf("discovery: %v, %v", pools, err)
+	}
+	r := &rig{pools: pools, cdiDir: t.TempDir(), ckpt: filepath.Join(t.TempDir(), "claims.json")}
+	for _, d := range r.pool(t, "tty-generic").Devices {
+		r.devices = append(r.devices, DeviceName(d.ID))
+	}
+	r.p = r.preparer(t)
+	return r
+}
+
+func writeDropIn(t *testing.T, confDir, path string, conf []byte) {
+	t.Helper()
+	path = filepath.Join(confDir, path)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(path, conf, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	pools, err := (&discovery.Discoverer{ConfDir: confDir, PluginDirs: []string{pluginDir}}).Discover(context.Background())
-	if err != nil || len(pools) != 1 || len(pools[0].Devices) == 0 {
-		t.Fatalf("discovery: %v, %v", pools, err)
+}
+
+func (r *rig) pool(t *testing.T, name string) discovery.Pool {
+	t.Helper()
+	for _, p := range r.pools {
+		if p.Name == name && len(p.Devices) > 0 {
+			return p
+		}
 	}
-	r := &rig{pools: pools, cdiDir: t.TempDir(), ckpt: filepath.Join(t.TempDir(), "claims.json")}
-	for _, d := range pools[0].Devices {
-		r.devices = append(r.devices, DeviceName(d.ID))
-	}
-	r.p = r.preparer(t)
-	return r
+	t.Fatalf("no pool %s with devices among %v", name, r.pools)
+	return discovery.Pool{}
 }
 
 // preparer is a Preparer as a fresh start of the bridge makes it: the
@@ -78,10 +104,10 @@ func (r *rig) preparer(t *testing.T) *Preparer {
 	return p
 }
 
-// allocations lists the plugin's request-ids (LIST).
+// allocations lists the terminals' plugin's request-ids (LIST).
 func (r *rig) allocations(t *testing.T) []string {
 	t.Helper()
-	l, err := r.pools[0].Plugin.List(context.Background())
+	l, err := r.pool(t, "tty-generic").Plugin.List(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
