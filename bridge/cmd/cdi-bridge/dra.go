@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -25,6 +27,7 @@ type draFrontEnd struct {
 	node      string
 	preparer  *dradevices.Preparer
 	publisher dra.Publisher
+	getClaim  dradevices.GetClaim
 	log       *slog.Logger
 
 	// pending is the newest slices not yet handed to the publisher;
@@ -89,7 +92,11 @@ func (f *draFrontEnd) split(u discovery.Update) discovery.Update {
 // its informer of the node's slices, which waits for the API server (for
 // ever, while RBAC forbids the list): the device plugins' pools, which
 // discovery hands on in the same call, must not wait with it.
+//
+// With the first discovery's pools set, it also starts the release of
+// the checkpoint's claims that are gone (dradevices.Preparer.ReleaseGone).
 func (f *draFrontEnd) publish(ctx context.Context) {
+	first := true
 	for {
 		select {
 		case <-ctx.Done():
@@ -102,6 +109,14 @@ func (f *draFrontEnd) publish(ctx context.Context) {
 		f.mu.Unlock()
 		if res == nil {
 			continue
+		}
+		if first {
+			first = false
+			go func() {
+				if err := f.preparer.ReleaseGone(ctx, f.getClaim); err != nil {
+					f.log.Error("releasing the claims gone while the bridge was down; the kubelet's unprepare or the next start will", "error", err)
+				}
+			}()
 		}
 		if err := f.publisher.PublishResources(ctx, *res); err != nil {
 			f.log.Error("publishing ResourceSlices", "error", err)
@@ -141,7 +156,11 @@ func startDRA(ctx context.Context, o *options, cfg *rest.Config, log *slog.Logge
 		return nil, err
 	}
 	log.Info("DRA front end", "driver", o.domain, "pools", o.draPools, "checkpoint", o.draCheckpoint, "prepared", len(ckpt.UIDs()))
-	f := &draFrontEnd{listed: listed, node: o.nodeName, preparer: p, publisher: d, log: log, published: make(chan struct{}, 1)}
+	getClaim := func(ctx context.Context, namespace, name string) (*resourceapi.ResourceClaim, error) {
+		return client.ResourceV1().ResourceClaims(namespace).Get(ctx, name, metav1.GetOptions{})
+	}
+	f := &draFrontEnd{listed: listed, node: o.nodeName, preparer: p, publisher: d, getClaim: getClaim, log: log,
+		published: make(chan struct{}, 1)}
 	go f.publish(ctx)
 	return f, nil
 }

@@ -125,9 +125,25 @@ func TestDRAFrontEnd(t *testing.T) {
 	}
 	bindDRARole(t, client, "bridge")
 	t.Run("with the DRA role", func(t *testing.T) {
-		h, regDir := startDRABridge(t, env, client, "n1", "bridge")
+		// A claim prepared before the bridge stopped, and deleted since.
+		var ckpt, spec string
+		seed := func(checkpoint, cdiDir string) {
+			ckpt, spec = checkpoint, filepath.Join(cdiDir, dradevices.SpecFile("gone"))
+			writeFile(t, ckpt, `{"version":1,"claims":{"gone":{"namespace":"ns","name":"gone","devices":[`+
+				`{"request":"r","pool":"tty-generic","device":"tty43","id":"tty43","resource":"tty","requestId":"gone-0"}]}}}`)
+			writeFile(t, spec, `{"cdiVersion":"0.3.0","kind":"cdi.test/claim","devices":[]}`)
+		}
+		h, regDir := startDRABridge(t, env, client, "n1", "bridge", seed)
 		if n := waitSliceDevices(t, client, "n1/tty-generic", 2); n != 2 {
 			t.Fatalf("ResourceSlices of n1/tty-generic: %d devices, want 2", n)
+		}
+		err := kwait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, wait, true, func(context.Context) (bool, error) {
+			c, err := dradevices.LoadCheckpoint(ckpt)
+			_, statErr := os.Stat(spec)
+			return err == nil && len(c.UIDs()) == 0 && errors.Is(statErr, os.ErrNotExist), nil
+		})
+		if err != nil {
+			t.Errorf("the deleted claim is still prepared: %v", err)
 		}
 		if _, err := os.Stat(filepath.Join(regDir, "cdi.test-reg.sock")); err != nil {
 			t.Errorf("the DRA driver's registration socket: %v", err)
@@ -139,7 +155,7 @@ func TestDRAFrontEnd(t *testing.T) {
 		}
 	})
 	t.Run("without it", func(t *testing.T) {
-		startDRABridge(t, env, client, "n2", "nobody")
+		startDRABridge(t, env, client, "n2", "nobody", nil)
 		if n := waitSliceDevices(t, client, "n2/tty-generic", 2); n != 0 {
 			t.Errorf("ResourceSlices of n2/tty-generic: %d devices, want none", n)
 		}
@@ -149,8 +165,10 @@ func TestDRAFrontEnd(t *testing.T) {
 // startDRABridge runs cdi-bridge as node, with --dra-pools tty-generic
 // over two terminals and a drop-in of two USB serial adapters served as a
 // device plugin, its API user user; it returns once that device plugin
-// lists both adapters.
-func startDRABridge(t *testing.T, env *apitest.Env, client kubernetes.Interface, node, user string) (h *kubelettest.Host, regDir string) {
+// lists both adapters. seed, if not nil, is given the checkpoint's path
+// and the CDI spec directory before the bridge starts.
+func startDRABridge(t *testing.T, env *apitest.Env, client kubernetes.Interface, node, user string,
+	seed func(checkpoint, cdiDir string)) (h *kubelettest.Host, regDir string) {
 	t.Helper()
 	if _, err := client.CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -171,11 +189,14 @@ func startDRABridge(t *testing.T, env *apitest.Env, client kubernetes.Interface,
 	if err := os.Mkdir(regDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
+	checkpoint, cdiDir := filepath.Join(t.TempDir(), "claims.json"), t.TempDir()
+	if seed != nil {
+		seed(checkpoint, cdiDir)
+	}
 	cmd := exec.Command(filepath.Join(binDir, "cdi-bridge"), "--conf-dir", confDir, "--plugin-path", binDir, "--node-name", node,
 		"--device-plugin-dir", h.Dir, "--pod-resources-socket", h.PodResourcesSocket, "--domain", "cdi.test", "--metrics-address", "",
-		"--cdi-spec-dir", t.TempDir(), "--store", "local", "--local-store", filepath.Join(t.TempDir(), "i.json"),
-		"--kubeconfig", env.Kubeconfig(t, user), "--dra-pools", "tty-generic",
-		"--dra-checkpoint", filepath.Join(t.TempDir(), "claims.json"),
+		"--cdi-spec-dir", cdiDir, "--store", "local", "--local-store", filepath.Join(t.TempDir(), "i.json"),
+		"--kubeconfig", env.Kubeconfig(t, user), "--dra-pools", "tty-generic", "--dra-checkpoint", checkpoint,
 		"--dra-plugin-dir", filepath.Join(draDir, "plugin"), "--dra-registrar-dir", regDir)
 	proctest.Start(t, cmd, "cdi-bridge", nil)
 	if _, err := h.Kubelet.WaitFor("cdi.test/dev-serial-usb", wait, func(_ int, d []*pluginapi.Device) bool { return len(d) == 2 }); err != nil {
@@ -225,6 +246,13 @@ func bindDRARole(t *testing.T, client kubernetes.Interface, user string) {
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}
 	if _, err := client.RbacV1().ClusterRoleBindings().Create(t.Context(), binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
 }
