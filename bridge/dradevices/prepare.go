@@ -193,17 +193,40 @@ func (p *Preparer) addAll(ctx context.Context, rec *Claim) error {
 
 // claimSpec is rec as a CDI spec: one device per ADD result that edits
 // the container, named by its request-id.
+//
+// The env of a device is that of every device of its request, joined
+// (spec.JoinValues, in the claim's order): a container that names the
+// request gets all of them, and the runtime applies their CDI devices one
+// after the other, so that of two devices setting one variable the last
+// would win, where the device plugins, and one ADD for several devices,
+// give both values. Requests are not joined with each other: a container
+// may name one request of a claim and not another.
 func (p *Preparer) claimSpec(rec Claim) *specs.Spec {
+	env := map[string]map[string]string{} // by request
+	for _, d := range rec.Devices {
+		if d.Result != nil {
+			env[baseRequest(d.Request)] = spec.JoinValues(env[baseRequest(d.Request)], d.Result.Env)
+		}
+	}
 	s := &specs.Spec{Kind: p.Vendor + "/" + ClaimClass}
 	for _, d := range rec.Devices {
 		if d.Result == nil {
 			continue
 		}
-		if e := cdispec.Edits(d.Result); !cdispec.Empty(e) {
+		r := *d.Result
+		r.Env = env[baseRequest(d.Request)]
+		if e := cdispec.Edits(&r); !cdispec.Empty(e) {
 			s.Devices = append(s.Devices, specs.Device{Name: d.RequestID, ContainerEdits: e})
 		}
 	}
 	return s
+}
+
+// baseRequest is the request of a request or subrequest name
+// ("gpu/large" is of "gpu"), the name a container refers to.
+func baseRequest(name string) string {
+	base, _, _ := strings.Cut(name, "/")
+	return base
 }
 
 // devices is rec as dra.Devices, each with its CDI name when s names it.

@@ -17,6 +17,7 @@ import (
 	"github.com/cdiexec/cdi/bridge/cdispec"
 	"github.com/cdiexec/cdi/bridge/discovery"
 	"github.com/cdiexec/cdi/plugins/exectest"
+	"github.com/cdiexec/cdi/spec"
 )
 
 // pluginDir holds the real generic-tty and drm plugins, built once.
@@ -291,5 +292,27 @@ func TestCheckpointSurvivesARestart(t *testing.T) {
 	}
 	if got := r.allocations(t); len(got) != 0 {
 		t.Errorf("plugin allocations %v after Unprepare by the restarted bridge", got)
+	}
+}
+
+// The devices of one request carry every one's env, joined; another
+// request's stay apart.
+func TestClaimSpecJoinsEnvPerRequest(t *testing.T) {
+	p := &Preparer{Vendor: "cdi.local"}
+	node := []spec.DeviceNode{{HostPath: "/dev/null"}}
+	rec := Claim{Devices: []PreparedDevice{
+		{Request: "cams", RequestID: "u-0", Result: &spec.AddResult{Env: map[string]string{"URL": "a", "ONE": "x"}}},
+		{Request: "cams/sub", RequestID: "u-1", Result: &spec.AddResult{Env: map[string]string{"URL": "b"}}},
+		{Request: "other", RequestID: "u-2", Result: &spec.AddResult{Env: map[string]string{"URL": "c"}, DeviceNodes: node}},
+		{Request: "cams", RequestID: "u-3"}, // not added yet: no device
+	}}
+	s := p.claimSpec(rec)
+	got := map[string]string{}
+	for _, d := range s.Devices {
+		got[d.Name] = fmt.Sprint(d.ContainerEdits.Env)
+	}
+	want := map[string]string{"u-0": "[ONE=x URL=a,b]", "u-1": "[ONE=x URL=a,b]", "u-2": "[URL=c]"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("env by device %v, want %v", got, want)
 	}
 }
