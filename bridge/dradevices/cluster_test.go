@@ -303,6 +303,30 @@ func TestClusterAllocatesPreparesAndUnprepares(t *testing.T) {
 		c.waitPod(t, "gpus-again", "unschedulable", unschedulable)
 	})
 
+	t.Run("an extended resource, the old way", func(t *testing.T) {
+		// The shipped tty-generic.cdi.local class names the device
+		// plugins' resource: the node has none, so DRA serves the pod.
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "legacy"}, Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{corev1.LabelHostname: clusterNode},
+			Containers: []corev1.Container{{Name: "c", Image: "none", Resources: corev1.ResourceRequirements{
+				Limits: corev1.ResourceList{"cdi.local/tty-generic": resource.MustParse("1")}}}},
+		}}
+		if _, err := c.client.CoreV1().Pods(c.ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		pod = c.waitPod(t, "legacy", "scheduled", scheduled)
+		if pod.Status.ExtendedResourceClaimStatus == nil {
+			t.Fatalf("pod status %+v: no claim for the extended resource", pod.Status)
+		}
+		claim, err := c.client.ResourceV1().ResourceClaims(c.ns).Get(ctx, pod.Status.ExtendedResourceClaimStatus.ResourceClaimName, metav1.GetOptions{})
+		if err != nil || claim.Status.Allocation == nil {
+			t.Fatalf("the scheduler's claim: %+v, %v", claim, err)
+		}
+		if r := claim.Status.Allocation.Devices.Results; len(r) != 1 || r[0].Pool != "n/tty-generic" {
+			t.Errorf("allocation %+v, want one terminal of n/tty-generic", r)
+		}
+	})
+
 	kubelet := kubeletClient(t, filepath.Join(dir, "plugin"))
 	ref := []*drapbv1.Claim{{Namespace: c.ns, Name: claimName, Uid: string(claim.UID)}}
 	prep, err := kubelet.NodePrepareResources(ctx, &drapbv1.NodePrepareResourcesRequest{Claims: ref})

@@ -20,6 +20,10 @@ import (
 const (
 	AttrID       = "id"       // the inventory id, as CDI_REQUEST_DEVICES names it
 	AttrResource = "resource" // the resource-spec, e.g. "gpu"
+	// AttrPool is the bridge's pool, e.g. "gpu-drm": the device plugins'
+	// resource <domain>/<pool>, which a DeviceClass's extendedResourceName
+	// can name so that pods asking for it the old way are served by DRA.
+	AttrPool     = "pool"
 	AttrNUMANode = "numaNode" // an int; absent where the plugin does not know it
 	AttrCDIKind  = "cdiKind"  // the drop-in's args.cdiKind, as the plugin names its devices
 	// CapacitySlots is the usage slots of a device of capacity > 1; every
@@ -105,7 +109,7 @@ func Device(p discovery.Pool, d spec.DeviceInfo) resourceapi.Device {
 	return dev
 }
 
-// attributes are d's id, resource-spec, NUMA node and CDI kind, then its
+// attributes are d's id, resource-spec, pool, NUMA node and CDI kind, then its
 // properties as strings, in name order, while the API's limit of
 // attributes per device allows. A property whose name is not a C
 // identifier, or one of the names above, or whose value is longer than an
@@ -113,6 +117,7 @@ func Device(p discovery.Pool, d spec.DeviceInfo) resourceapi.Device {
 func attributes(p discovery.Pool, d spec.DeviceInfo) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
 	attrs := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
 		AttrResource: {StringValue: ptr.To(d.Resource)},
+		AttrPool:     {StringValue: ptr.To(p.Name)},
 		AttrCDIKind:  {StringValue: ptr.To(cdiKind(p))},
 	}
 	if len(d.ID) <= maxAttrStringLength {

@@ -94,7 +94,7 @@ func TestDeviceAttributes(t *testing.T) {
 	}
 	d := Device(gpuPool(), spec.DeviceInfo{ID: "0000:01:00.0", Resource: "gpu", Healthy: true, NUMANode: numa(1), Properties: props})
 	want := map[resourceapi.QualifiedName]string{
-		AttrID: "0000:01:00.0", AttrResource: "gpu", AttrCDIKind: "example.com/gpu",
+		AttrID: "0000:01:00.0", AttrResource: "gpu", AttrPool: "gpu-drm", AttrCDIKind: "example.com/gpu",
 		"pciAddress": "0000:01:00.0", "vendor": "0x8086",
 	}
 	for name, v := range want {
