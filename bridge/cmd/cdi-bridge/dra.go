@@ -30,11 +30,11 @@ type draFrontEnd struct {
 	getClaim  dradevices.GetClaim
 	log       *slog.Logger
 
-	// pending is the newest slices not yet handed to the publisher;
-	// published is told when pending is set.
-	mu        sync.Mutex
-	pending   *resourceslice.DriverResources
-	published chan struct{}
+	// pending is the newest slices not yet handed to the publisher; wake
+	// is told when pending is set.
+	mu      sync.Mutex
+	pending *resourceslice.DriverResources
+	wake    chan struct{}
 }
 
 // parsePoolList is --dra-pools as a set; empty is none.
@@ -80,7 +80,7 @@ func (f *draFrontEnd) split(u discovery.Update) discovery.Update {
 	f.pending = &res
 	f.mu.Unlock()
 	select {
-	case f.published <- struct{}{}:
+	case f.wake <- struct{}{}:
 	default: // already told
 	}
 	u.Pools = rest
@@ -101,7 +101,7 @@ func (f *draFrontEnd) publish(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-f.published:
+		case <-f.wake:
 		}
 		f.mu.Lock()
 		res := f.pending
@@ -160,7 +160,7 @@ func startDRA(ctx context.Context, o *options, cfg *rest.Config, log *slog.Logge
 		return client.ResourceV1().ResourceClaims(namespace).Get(ctx, name, metav1.GetOptions{})
 	}
 	f := &draFrontEnd{listed: listed, node: o.nodeName, preparer: p, publisher: d, getClaim: getClaim, log: log,
-		published: make(chan struct{}, 1)}
+		wake: make(chan struct{}, 1)}
 	go f.publish(ctx)
 	return f, nil
 }
