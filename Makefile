@@ -10,7 +10,7 @@ DESTDIR   ?=
 PLUGINS := $(notdir $(patsubst %/main.go,%,$(wildcard plugins/*/main.go)))
 TOOLS   := cditool cdi-bridge
 
-.PHONY: all build install test lint bench demo image manifests clean help kube-apiserver node-bins e2e prereqs
+.PHONY: all build install test lint bench demo image manifests clean help kube-apiserver kube-controllers node-bins e2e prereqs
 
 # A pipeline fails when any of its commands does: go build's status is not
 # lost in the pipe that thins its output.
@@ -30,6 +30,7 @@ help:
 	@echo "make e2e            a real node (etcd, kube-apiserver, kubelet, scheduler, controller-manager, containerd, runc):"
 	@echo "                    the shipped DaemonSet as a pod, and pods getting the bridge's devices (root)"
 	@echo "make kube-apiserver the kube-apiserver the Kubernetes tests run, into bin/ (a cold build takes minutes)"
+	@echo "make kube-controllers kube-scheduler and kube-controller-manager, for the DRA cluster test and the node test, into bin/"
 	@echo "make node-bins      the kubelet, kube-scheduler, kube-controller-manager and containerd $(CONTAINERD_VERSION) the node test runs, into bin/"
 	@echo "make lint           gofmt, go vet, staticcheck, and go.mod tidy in both modules"
 	@echo "make bench          benchmarks: the plugins' and the bridge's (go test -bench, benchstat), then the cluster"
@@ -116,16 +117,22 @@ CONTAINERD_BIN_DIR := $(CURDIR)/bin
 CONTAINERD_VERSION ?= v2.2.9
 CONTAINERD_CMDS    := containerd ctr containerd-shim-runc-v2
 
-node-bins:
+# The scheduler binds the DaemonSet's pod, which the controller-manager
+# makes, and allocates the DRA front end's claims, which the
+# controller-manager's resourceclaim controller makes from templates
+# (bridge/dradevices' cluster test); both share most packages with the
+# kube-apiserver.
+kube-controllers: kube-apiserver
+	@mkdir -p bin
+	@echo "building kube-scheduler and kube-controller-manager from $(E2E)"
+	@SECONDS=0; cd $(E2E) && $(GO) build -v -o $(CURDIR)/bin/ ./cmd/kube-scheduler ./cmd/kube-controller-manager 2>&1 | $(THIN) && \
+		echo "built $(KUBE_SCHEDULER) and $(KUBE_CONTROLLER_MANAGER) in $${SECONDS}s"
+
+node-bins: kube-controllers
 	@mkdir -p bin
 	@echo "building $(KUBELET) from $(E2E) (minutes on a cold build cache)"
 	@SECONDS=0; cd $(E2E) && $(GO) build -v -o $(KUBELET) ./cmd/kubelet 2>&1 | $(THIN) && \
 		echo "built $(KUBELET) in $${SECONDS}s"
-	@# The scheduler binds the DaemonSet's pod, which the controller-manager
-	@# makes; both share most packages with the two above.
-	@echo "building kube-scheduler and kube-controller-manager from $(E2E)"
-	@SECONDS=0; cd $(E2E) && $(GO) build -v -o $(CURDIR)/bin/ ./cmd/kube-scheduler ./cmd/kube-controller-manager 2>&1 | $(THIN) && \
-		echo "built $(KUBE_SCHEDULER) and $(KUBE_CONTROLLER_MANAGER) in $${SECONDS}s"
 	@echo "installing containerd $(CONTAINERD_VERSION) ($(CONTAINERD_CMDS)) into $(CONTAINERD_BIN_DIR) (minutes on a cold build cache)"
 	GOBIN=$(CONTAINERD_BIN_DIR) CGO_ENABLED=0 $(GO) install -tags no_btrfs,no_devmapper,no_zfs \
 		$(foreach c,$(CONTAINERD_CMDS),github.com/containerd/containerd/v2/cmd/$(c)@$(CONTAINERD_VERSION))
@@ -152,10 +159,10 @@ e2e: kube-apiserver node-bins
 # summary reads them all again: every skipped test with its reason, then
 # one line counting the tests of every run, subtests included.
 TESTJSON := $(CURDIR)/bin/test-json
-test: prereqs kube-apiserver
+test: prereqs kube-apiserver kube-controllers
 	@rm -rf $(TESTJSON) && mkdir -p $(TESTJSON)
 	$(GO) vet ./...
-	KUBE_APISERVER=$(KUBE_APISERVER) $(GO) run $(GOTESTSUM) $(GOTESTSUM_RUN) --jsonfile $(TESTJSON)/main.json \
+	KUBE_APISERVER=$(KUBE_APISERVER) KUBE_SCHEDULER=$(KUBE_SCHEDULER) KUBE_CONTROLLER_MANAGER=$(KUBE_CONTROLLER_MANAGER) $(GO) run $(GOTESTSUM) $(GOTESTSUM_RUN) --jsonfile $(TESTJSON)/main.json \
 		--raw-command -- $(GO) test -json -race -count=1 -timeout=30m ./...
 	cd $(E2E) && $(GO) vet ./...
 	cd $(E2E) && $(GO) run $(GOTESTSUM) $(GOTESTSUM_RUN) --jsonfile $(TESTJSON)/e2e.json \

@@ -38,6 +38,7 @@ dropIns:
     args: {endpoints: [{id: door, url: "rtsp://192.0.2.5/stream"}]}
   tty.d/console.conf: '{"cdiVersion":"0.1.0","name":"console","type":"tty","plugin":"generic-tty"}'
 metrics: {port: 9100, podMonitor: {enabled: true, interval: 15s, labels: {release: prom}}}
+dra: {pools: [tty-generic, gpu-drm]}
 `
 
 // writeValues writes a values file into the test's directory.
@@ -123,6 +124,13 @@ func TestChart(t *testing.T) {
 		_, objs := helmTemplate(t, writeValues(t, otherValues))
 		testOtherValues(t, objs)
 	})
+	t.Run("no DRA by default", func(t *testing.T) {
+		role, binding := draRBAC(fromChart)
+		f := flags(t, "cdi-bridge", decodeDaemonSet(t, fromChart).Spec.Template.Spec.containerNamed(t, "bridge").Args)
+		if role != nil || binding != nil || f["dra-pools"] != "" {
+			t.Errorf("without dra.pools: ClusterRole %v, binding %v, --dra-pools=%q", role != nil, binding != nil, f["dra-pools"])
+		}
+	})
 	t.Run("switched off", func(t *testing.T) {
 		for _, tc := range []struct{ values, kind string }{
 			{"createNamespace: false", "Namespace"},
@@ -181,6 +189,7 @@ func testOtherValues(t *testing.T, objs []*unstructured.Unstructured) {
 		t.Errorf("the bridge's resources %v", bridge.Resources)
 	}
 	testChartDropIns(t, objs, pod)
+	testChartDRA(t, objs, pod, f)
 	monitor := only(t, objs, "PodMonitor")
 	endpoints, _, _ := unstructured.NestedSlice(monitor.Object, "spec", "podMetricsEndpoints")
 	if monitor.GetLabels()["release"] != "prom" || !equalJSON(endpoints, []map[string]any{{"port": "metrics", "path": "/metrics", "interval": "15s"}}) {

@@ -56,6 +56,11 @@ type Config struct {
 	// resource, its level (LevelInstance, LevelConfiguration) and the
 	// result (ResultOK, ResultDenied, ResultFailed).
 	OnAllocate func(resource, level, result string)
+	// Split, if set, is handed every discovery and returns the part the
+	// node serves; the rest is another front end's (DRA), which the node
+	// neither offers to the kubelet nor records in the store nor releases
+	// by GC, so that no device is served by both.
+	Split func(discovery.Update) discovery.Update
 	// OnDeviceEvent, if set, is told, for each resource whose list a
 	// device event changed (a device node appeared or vanished), how
 	// long it took from the event until the list was sent to the kubelet.

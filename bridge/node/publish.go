@@ -19,6 +19,9 @@ import (
 // container holds it is among the pools still (discovery.Pool.Vanished),
 // unhealthy: its name stays resolvable and its slots stay claimed.
 func (n *Node) publish(ctx context.Context, u discovery.Update) {
+	if n.cfg.Split != nil {
+		u = n.cfg.Split(u)
+	}
 	pools := u.Pools
 	named := n.writeSpecs(pools)
 	next := map[string]discovery.Pool{}

@@ -45,7 +45,10 @@ type options struct {
 	// watchDevices: discover on device directory events, debounced.
 	watchDevices  bool
 	watchDebounce time.Duration
-	version       bool
+	// The DRA front end: the pools it serves (none: off), its checkpoint,
+	// and the kubelet's directories.
+	draPools, draCheckpoint, draPluginDir, draRegistrarDir string
+	version                                                bool
 }
 
 // errUsage is wrapped by the errors of a command line that does not parse;
@@ -84,6 +87,10 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.discoveryPeriod, "discovery-period", time.Minute, "how often INFO runs (drop-in changes are noticed within a second, device changes within --watch-debounce with --watch-devices)")
 	fs.BoolVar(&o.watchDevices, "watch-devices", true, "watch the drop-ins' device directories (<root>/dev and where their devices live) with inotify and run INFO for the drop-ins a change concerns; false leaves device changes to --discovery-period")
 	fs.DurationVar(&o.watchDebounce, "watch-debounce", discovery.DefaultDebounce, "how long to wait after a device event for more before running INFO, so that a burst is one INFO per drop-in")
+	fs.StringVar(&o.draPools, "dra-pools", "", "pools served through DRA (ResourceSlices, the driver named --domain) instead of device plugins, comma-separated, e.g. gpu-drm; a pool takes the other pools of its drop-in with it. Empty: DRA off")
+	fs.StringVar(&o.draCheckpoint, "dra-checkpoint", "/var/lib/cdi/bridge/dra-claims.json", "the file recording the claims prepared through DRA, so that they can be unprepared after a restart")
+	fs.StringVar(&o.draPluginDir, "dra-plugin-dir", "", "directory of the DRA driver's socket (default /var/lib/kubelet/plugins/<domain>)")
+	fs.StringVar(&o.draRegistrarDir, "dra-registrar-dir", "/var/lib/kubelet/plugins_registry", "the kubelet's plugin registration directory, for the DRA driver")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "cdi-bridge offers this node's CDI plugin devices to the kubelet as device plugins, one per device\n"+
 			"and one per pool, and keeps every device's usage slots in an Instance store (the Kubernetes API, or\n"+
@@ -144,7 +151,17 @@ func run(ctx context.Context, args []string) error {
 	m.SkippedDropIns(func() int { return len(disc.Skipped()) })
 	stale := staleness(store)
 	m.StoreStale(func() time.Time { since, _ := stale(); return since })
-	n := newNode(o, store, cdiDir, disc, m, log)
+	ctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
+	front, err := startDRA(ctx, o, cfg, log, fail)
+	if err != nil {
+		return err
+	}
+	var split func(discovery.Update) discovery.Update
+	if front != nil {
+		split = front.split
+	}
+	n := newNode(o, store, cdiDir, disc, m, log, split)
 	if err := startReclaim(ctx, o, n, log); err != nil {
 		return err
 	}
@@ -154,16 +171,21 @@ func run(ctx context.Context, args []string) error {
 		}
 	}
 	err = n.Run(ctx)
+	if cause := context.Cause(ctx); err == nil && cause != nil && !errors.Is(cause, context.Canceled) {
+		err = cause // the DRA kubelet plugin failed
+	}
 	log.Info("stopped")
 	return err
 }
 
 // newNode is the node as the flags set it up, its figures reported to m.
-func newNode(o *options, store instance.Store, cdiDir *cdispec.Dir, disc *discovery.Discoverer, m *metrics.Metrics, log *slog.Logger) *node.Node {
+// split, if not nil, takes the pools another front end serves.
+func newNode(o *options, store instance.Store, cdiDir *cdispec.Dir, disc *discovery.Discoverer, m *metrics.Metrics, log *slog.Logger,
+	split func(discovery.Update) discovery.Update) *node.Node {
 	n := node.New(node.Config{
 		NodeName: o.nodeName, Domain: o.domain, DevicePluginDir: o.dpDir, ExecTimeout: o.execTimeout, Store: store, CDI: cdiDir,
 		Discoverer: disc, DiscoveryPeriod: o.discoveryPeriod, Logger: log, OnAllocate: m.Allocation, OnRegister: m.Registration,
-		MaxInstanceLevel: o.maxInstanceLevel, OnDeviceEvent: m.DeviceEvent,
+		MaxInstanceLevel: o.maxInstanceLevel, OnDeviceEvent: m.DeviceEvent, Split: split,
 	})
 	m.Pools(n.Usage)
 	return n

@@ -1,0 +1,132 @@
+package dra_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
+
+	"github.com/cdiexec/cdi/bridge/dra"
+	"github.com/cdiexec/cdi/bridge/dra/dratest"
+)
+
+// shortDir is a directory whose socket paths fit in sun_path (108 bytes),
+// which t.TempDir's may not.
+func shortDir(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "dra")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+func allocatedClaim(uid types.UID) *resourceapi.ResourceClaim {
+	return &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c-" + string(uid), UID: uid},
+		Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{
+			Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{
+				{Request: "tty", Driver: "cdi.local", Pool: "n/tty-generic", Device: "tty13"},
+			}},
+		}},
+	}
+}
+
+// startDriver starts a Driver over devices, and returns a kubelet-side
+// client of its DRA socket.
+func startDriver(t *testing.T, devices dra.Devices, claims ...*resourceapi.ResourceClaim) drapbv1.DRAPluginClient {
+	t.Helper()
+	dir := shortDir(t)
+	var objs []runtime.Object
+	for _, c := range claims {
+		objs = append(objs, c)
+	}
+	client := fake.NewClientset(objs...)
+	if err := os.Mkdir(filepath.Join(dir, "registry"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	d, err := dra.Start(ctx, dra.Config{DriverName: "cdi.local", NodeName: "n", Client: client, Devices: devices,
+		PluginDir: filepath.Join(dir, "plugin"), RegistrarDir: filepath.Join(dir, "registry")})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); d.Stop() })
+	for _, sock := range []string{filepath.Join(dir, "plugin", "dra.sock"), filepath.Join(dir, "registry", "cdi.local-reg.sock")} {
+		if _, err := os.Stat(sock); err != nil {
+			t.Fatalf("socket: %v", err)
+		}
+	}
+	conn, err := grpc.NewClient("unix://"+filepath.Join(dir, "plugin", "dra.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return drapbv1.NewDRAPluginClient(conn)
+}
+
+func TestPrepareAndUnprepareOverTheSocket(t *testing.T) {
+	devices := &dratest.Devices{Vendor: "cdi.local"}
+	kubelet := startDriver(t, devices, allocatedClaim("u1"))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	prep, err := kubelet.NodePrepareResources(ctx, &drapbv1.NodePrepareResourcesRequest{
+		Claims: []*drapbv1.Claim{{Namespace: "ns", Name: "c-u1", Uid: "u1"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := prep.Claims["u1"]
+	if got == nil || got.Error != "" || len(got.Devices) != 1 {
+		t.Fatalf("prepare response %v", prep)
+	}
+	if d := got.Devices[0]; d.PoolName != "n/tty-generic" || d.DeviceName != "tty13" ||
+		len(d.CdiDeviceIds) != 1 || d.CdiDeviceIds[0] != "cdi.local/claim=u1" || len(d.RequestNames) != 1 || d.RequestNames[0] != "tty" {
+		t.Errorf("device %v", d)
+	}
+	unprep, err := kubelet.NodeUnprepareResources(ctx, &drapbv1.NodeUnprepareResourcesRequest{
+		Claims: []*drapbv1.Claim{{Namespace: "ns", Name: "c-u1", Uid: "u1"}},
+	})
+	if err != nil || unprep.Claims["u1"] == nil || unprep.Claims["u1"].Error != "" {
+		t.Fatalf("unprepare: %v, %v", unprep, err)
+	}
+	prepared, unprepared := devices.Calls()
+	if len(prepared) != 1 || len(unprepared) != 1 || unprepared[0] != "u1" {
+		t.Errorf("calls: prepared %v, unprepared %v", prepared, unprepared)
+	}
+}
+
+func TestPrepareFailureIsTheClaims(t *testing.T) {
+	devices := &dratest.Devices{Err: errors.New("no such device")}
+	kubelet := startDriver(t, devices, allocatedClaim("u1"))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	prep, err := kubelet.NodePrepareResources(ctx, &drapbv1.NodePrepareResourcesRequest{
+		Claims: []*drapbv1.Claim{{Namespace: "ns", Name: "c-u1", Uid: "u1"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := prep.Claims["u1"]; got == nil || got.Error == "" {
+		t.Errorf("prepare response %v, want the claim's error", prep)
+	}
+}
+
+func TestStartNeedsItsConfig(t *testing.T) {
+	_, err := dra.Start(context.Background(), dra.Config{DriverName: "cdi.local"})
+	if !errors.Is(err, dra.ErrConfig) {
+		t.Errorf("Start = %v, want ErrConfig", err)
+	}
+}

@@ -1,0 +1,4 @@
+// Package dratest has fakes of the seams of package dra: Devices, which
+// records the claims it is asked to prepare and unprepare, and
+// Publisher, which keeps what it is given to publish.
+package dratest

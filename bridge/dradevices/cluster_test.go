@@ -1,0 +1,375 @@
+package dradevices
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cdiexec/cdi/bridge/dra"
+	"github.com/cdiexec/cdi/bridge/internal/testing/apitest"
+	"github.com/cdiexec/cdi/bridge/internal/testing/proctest"
+)
+
+const (
+	clusterNode = "n"
+	ttyClass    = "tty.cdi.local"
+	clusterWait = 2 * time.Minute
+)
+
+// cluster is a real kube-apiserver, kube-scheduler and
+// kube-controller-manager (its resourceclaim controller only), with a
+// Node object and no kubelet: the test is the kubelet's side.
+type cluster struct {
+	env    *apitest.Env
+	client kubernetes.Interface
+	ns     string
+}
+
+func startCluster(t *testing.T) *cluster {
+	t.Helper()
+	sched, kcm := os.Getenv("KUBE_SCHEDULER"), os.Getenv("KUBE_CONTROLLER_MANAGER")
+	if sched == "" || kcm == "" {
+		if apitest.MustRun() {
+			t.Fatal("KUBE_SCHEDULER and KUBE_CONTROLLER_MANAGER must name the programs (the CI environment variable is set)")
+		}
+		t.Skip("skipping: KUBE_SCHEDULER and KUBE_CONTROLLER_MANAGER do not name the programs")
+	}
+	env := apitest.Start(t, apitest.Options{})
+	admin := env.Kubeconfig(t, apitest.AdminUser)
+	common := []string{"--kubeconfig=" + admin, "--authentication-kubeconfig=" + admin, "--authorization-kubeconfig=" + admin,
+		"--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port=0"}
+	proctest.Start(t, exec.Command(kcm, append([]string{"--controllers=resourceclaim-controller"}, common...)...), "kube-controller-manager", nil)
+	proctest.Start(t, exec.Command(sched, common...), "kube-scheduler", nil)
+	client, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cluster{env: env, client: client, ns: env.Namespace(t)}
+	c.setUp(t)
+	return c
+}
+
+// setUp creates what the scheduler needs: a Node that takes pods, the
+// namespace's default ServiceAccount (no controller makes it), and a
+// DeviceClass of the driver's devices.
+func (c *cluster) setUp(t *testing.T) {
+	t.Helper()
+	ctx := t.Context()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: clusterNode, Labels: map[string]string{corev1.LabelHostname: clusterNode}}}
+	node, err := c.client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	node.Status.Allocatable = corev1.ResourceList{corev1.ResourcePods: resource.MustParse("110"),
+		corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi")}
+	node.Status.Capacity = node.Status.Allocatable
+	if node, err = c.client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The apiserver taints a new Node not-ready; no node-lifecycle
+	// controller runs here to lift it.
+	node.Spec.Taints = nil
+	if _, err := c.client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
+	if _, err := c.client.CoreV1().ServiceAccounts(c.ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range exampleDocs(t, "deviceclasses.yaml") {
+		var class resourceapi.DeviceClass
+		if err := yaml.UnmarshalStrict(doc, &class); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.client.ResourceV1().DeviceClasses().Create(ctx, &class, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, doc := range exampleDocs(t, "claimtemplates.yaml") {
+		var tmpl resourceapi.ResourceClaimTemplate
+		if err := yaml.UnmarshalStrict(doc, &tmpl); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.client.ResourceV1().ResourceClaimTemplates(c.ns).Create(ctx, &tmpl, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// exampleDocs is the YAML documents of a file of the shipped DRA
+// examples, bridge/deploy/examples/dra: the cluster uses them as they are.
+func exampleDocs(t *testing.T, file string) [][]byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "deploy", "examples", "dra", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs [][]byte
+	for _, d := range strings.Split(string(data), "\n---\n") {
+		docs = append(docs, []byte(d))
+	}
+	return docs
+}
+
+// podWithTerminals creates a pod on the node whose claim, from a
+// template of its own, asks for count terminals.
+func (c *cluster) podWithTerminals(t *testing.T, name string, count int64) {
+	t.Helper()
+	tmpl := &resourceapi.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: resourceapi.ResourceClaimTemplateSpec{
+		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+			Name: "ttys", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: ttyClass, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: count},
+		}}}},
+	}}
+	if _, err := c.client.ResourceV1().ResourceClaimTemplates(c.ns).Create(t.Context(), tmpl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.podWithClaim(t, name, tmpl.Name)
+}
+
+// podWithClaim creates a pod on the node whose claim is made from
+// template.
+func (c *cluster) podWithClaim(t *testing.T, name, template string) {
+	t.Helper()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{
+		NodeSelector:   map[string]string{corev1.LabelHostname: clusterNode},
+		ResourceClaims: []corev1.PodResourceClaim{{Name: "devices", ResourceClaimTemplateName: &template}},
+		Containers: []corev1.Container{{Name: "c", Image: "none", Resources: corev1.ResourceRequirements{
+			Claims: []corev1.ResourceClaim{{Name: "devices"}}}}},
+	}}
+	if _, err := c.client.CoreV1().Pods(c.ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// scheduled is whether the scheduler bound the pod to the node.
+func scheduled(p *corev1.Pod) bool { return p.Spec.NodeName == clusterNode }
+
+// unschedulable is whether the scheduler gave up on the pod for now.
+func unschedulable(p *corev1.Pod) bool {
+	for _, cond := range p.Status.Conditions {
+		if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
+			return true
+		}
+	}
+	return false
+}
+
+// allocated is the devices allocated to the pod's claim, and the claim.
+func (c *cluster) allocated(t *testing.T, pod *corev1.Pod) ([]string, *resourceapi.ResourceClaim) {
+	t.Helper()
+	claim, err := c.client.ResourceV1().ResourceClaims(c.ns).Get(t.Context(), *pod.Status.ResourceClaimStatuses[0].ResourceClaimName, metav1.GetOptions{})
+	if err != nil || claim.Status.Allocation == nil {
+		t.Fatalf("claim of pod %s: %+v, %v", pod.Name, claim, err)
+	}
+	var names []string
+	for _, r := range claim.Status.Allocation.Devices.Results {
+		names = append(names, r.Pool+" "+r.Device)
+	}
+	sort.Strings(names)
+	return names, claim
+}
+
+// waitPod waits until done says yes of the pod.
+func (c *cluster) waitPod(t *testing.T, name, what string, done func(*corev1.Pod) bool) *corev1.Pod {
+	t.Helper()
+	var pod *corev1.Pod
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, clusterWait, true, func(ctx context.Context) (bool, error) {
+		p, err := c.client.CoreV1().Pods(c.ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		pod = p
+		return done(pod), nil
+	})
+	if err != nil {
+		t.Fatalf("pod %s: %s: %v; last seen %+v", name, what, err, pod)
+	}
+	return pod
+}
+
+// waitSlices waits until the driver's slices of pool hold devices
+// devices, each with the id and resource INFO gave it.
+func (c *cluster) waitSlices(t *testing.T, pool, resource string, devices int) {
+	t.Helper()
+	var seen []resourceapi.Device
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, clusterWait, true, func(ctx context.Context) (bool, error) {
+		l, err := c.client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.driver=cdi.local"})
+		if err != nil {
+			return false, nil
+		}
+		seen = nil
+		for _, s := range l.Items {
+			if s.Spec.NodeName != nil && *s.Spec.NodeName == clusterNode && s.Spec.Pool.Name == pool {
+				seen = append(seen, s.Spec.Devices...)
+			}
+		}
+		return len(seen) == devices, nil
+	})
+	if err != nil {
+		t.Fatalf("slices: %v; devices %+v, want %d", err, seen, devices)
+	}
+	for _, d := range seen {
+		id, res := d.Attributes[AttrID], d.Attributes[AttrResource]
+		if id.StringValue == nil || DeviceName(*id.StringValue) != d.Name || res.StringValue == nil || *res.StringValue != resource {
+			t.Errorf("device %s: attributes %+v", d.Name, d.Attributes)
+		}
+	}
+}
+
+// kubeletClient is the kubelet's side of the driver's socket.
+func kubeletClient(t *testing.T, pluginDir string) drapbv1.DRAPluginClient {
+	t.Helper()
+	conn, err := grpc.NewClient("unix://"+filepath.Join(pluginDir, "dra.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return drapbv1.NewDRAPluginClient(conn)
+}
+
+// startDriver runs the kubelet plugin over r's Preparer until the
+// returned stop; its socket is under dir.
+func (r *rig) startDriver(t *testing.T, client kubernetes.Interface, dir string) (stop func()) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(dir, "registry"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	d, err := dra.Start(ctx, dra.Config{DriverName: "cdi.local", NodeName: clusterNode, Client: client, Devices: r.p,
+		PluginDir: filepath.Join(dir, "plugin"), RegistrarDir: filepath.Join(dir, "registry")})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if err := d.PublishResources(ctx, Resources(clusterNode, r.pools)); err != nil {
+		t.Fatal(err)
+	}
+	return func() { cancel(); d.Stop() }
+}
+
+// The slices published from a real plugin's INFO reach a real scheduler,
+// which allocates a claim from them and refuses one that nothing fits;
+// the claim is prepared and unprepared through the driver's socket, by a
+// driver restarted in between from its checkpoint.
+func TestClusterAllocatesPreparesAndUnprepares(t *testing.T) {
+	c := startCluster(t)
+	r := newRig(t, 1, withGPUs) // four terminals, one slot each; four GPUs
+	dir := shortDir(t)
+	stop := r.startDriver(t, c.client, dir)
+	defer func() { stop() }()
+	ctx := t.Context()
+	c.waitSlices(t, "n/tty-generic", "tty", 4)
+	c.waitSlices(t, "n/gpu-drm", "gpu", 4)
+
+	c.podWithTerminals(t, "two", 2)
+	devices, claim := c.allocated(t, c.waitPod(t, "two", "scheduled", scheduled))
+	claimName := claim.Name
+	if len(devices) != 2 || !strings.HasPrefix(devices[0], "n/tty-generic ") || !strings.HasPrefix(devices[1], "n/tty-generic ") {
+		t.Fatalf("allocation %v, want two terminals of pool n/tty-generic", devices)
+	}
+
+	t.Run("refused when nothing fits", func(t *testing.T) {
+		c.podWithTerminals(t, "three", 3) // two of four are left
+		c.waitPod(t, "three", "unschedulable", unschedulable)
+	})
+	t.Run("two GPUs on one NUMA node", func(t *testing.T) {
+		// The shipped template; only NUMA node 0 has two GPUs.
+		c.podWithClaim(t, "gpus", "two-gpus-one-numa-node")
+		got, _ := c.allocated(t, c.waitPod(t, "gpus", "scheduled", scheduled))
+		want := []string{"n/gpu-drm " + DeviceName("0000:03:00.0"), "n/gpu-drm " + DeviceName("0000:41:00.0")}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("allocation %v, want %v", got, want)
+		}
+		// Two GPUs are left, on node 1 and on none: no pair.
+		c.podWithClaim(t, "gpus-again", "two-gpus-one-numa-node")
+		c.waitPod(t, "gpus-again", "unschedulable", unschedulable)
+	})
+
+	t.Run("an extended resource, the old way", func(t *testing.T) {
+		// The shipped tty-generic.cdi.local class names the device
+		// plugins' resource: the node has none, so DRA serves the pod.
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "legacy"}, Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{corev1.LabelHostname: clusterNode},
+			Containers: []corev1.Container{{Name: "c", Image: "none", Resources: corev1.ResourceRequirements{
+				Limits: corev1.ResourceList{"cdi.local/tty-generic": resource.MustParse("1")}}}},
+		}}
+		if _, err := c.client.CoreV1().Pods(c.ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		pod = c.waitPod(t, "legacy", "scheduled", scheduled)
+		if pod.Status.ExtendedResourceClaimStatus == nil {
+			t.Fatalf("pod status %+v: no claim for the extended resource", pod.Status)
+		}
+		claim, err := c.client.ResourceV1().ResourceClaims(c.ns).Get(ctx, pod.Status.ExtendedResourceClaimStatus.ResourceClaimName, metav1.GetOptions{})
+		if err != nil || claim.Status.Allocation == nil {
+			t.Fatalf("the scheduler's claim: %+v, %v", claim, err)
+		}
+		if r := claim.Status.Allocation.Devices.Results; len(r) != 1 || r[0].Pool != "n/tty-generic" {
+			t.Errorf("allocation %+v, want one terminal of n/tty-generic", r)
+		}
+	})
+
+	kubelet := kubeletClient(t, filepath.Join(dir, "plugin"))
+	ref := []*drapbv1.Claim{{Namespace: c.ns, Name: claimName, Uid: string(claim.UID)}}
+	prep, err := kubelet.NodePrepareResources(ctx, &drapbv1.NodePrepareResourcesRequest{Claims: ref})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := prep.Claims[string(claim.UID)]
+	if got == nil || got.Error != "" || len(got.Devices) != 2 || len(got.Devices[0].CdiDeviceIds) != 1 {
+		t.Fatalf("prepare response %v", prep)
+	}
+	s, ok := r.spec(t, claim.UID)
+	if !ok || len(s.Devices) != 2 {
+		t.Fatalf("claim spec %+v", s)
+	}
+	if ids := r.allocations(t); len(ids) != 2 {
+		t.Errorf("plugin allocations %v, want the claim's two", ids)
+	}
+
+	// The bridge restarts: a new Preparer from the checkpoint file, a new
+	// kubelet plugin on the socket.
+	stop()
+	r.p = r.preparer(t)
+	stop = r.startDriver(t, c.client, dir)
+	kubelet = kubeletClient(t, filepath.Join(dir, "plugin"))
+	unprep, err := kubelet.NodeUnprepareResources(ctx, &drapbv1.NodeUnprepareResourcesRequest{Claims: ref})
+	if err != nil || unprep.Claims[string(claim.UID)] == nil || unprep.Claims[string(claim.UID)].Error != "" {
+		t.Fatalf("unprepare after the restart: %v, %v", unprep, err)
+	}
+	if _, ok := r.spec(t, claim.UID); ok {
+		t.Error("the claim's spec outlived Unprepare")
+	}
+	if ids := r.allocations(t); len(ids) != 0 {
+		t.Errorf("plugin allocations %v after Unprepare", ids)
+	}
+}
+
+// shortDir is a directory whose socket paths fit in sun_path (108 bytes),
+// which t.TempDir's may not.
+func shortDir(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "dra")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}

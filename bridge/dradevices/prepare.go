@@ -1,0 +1,250 @@
+package dradevices
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	specs "tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/cdiexec/cdi/bridge/cdispec"
+	"github.com/cdiexec/cdi/bridge/discovery"
+	"github.com/cdiexec/cdi/bridge/dra"
+	"github.com/cdiexec/cdi/spec"
+	"github.com/cdiexec/cdi/spec/invoke"
+)
+
+// ClaimClass is the CDI class of the per-claim spec files: a claim's
+// devices are <vendor>/claim=<request-id>. No pool of the bridge has this
+// name (pool names hold a '-'), so it never meets the device plugins'
+// per-pool kinds.
+const ClaimClass = "claim"
+
+// ErrNotReady is wrapped by the errors of a call that needs the pools
+// before the first discovery handed them over: the kubelet retries.
+var ErrNotReady = errors.New("devices not discovered yet")
+
+// ErrNotAllocatable is wrapped by Prepare's error for an allocation this
+// node cannot serve: another node's pool, or a device it no longer has.
+var ErrNotAllocatable = errors.New("allocation not on this node's devices")
+
+// Preparer prepares claims by running the exec plugins: dra.Devices over
+// the pools that discovery hands to SetPools. Safe for concurrent use.
+type Preparer struct {
+	// Driver is the DRA driver's name: only allocation results of it are
+	// prepared.
+	Driver string
+	Node   string
+	// CDI is the spec directory; the claims' files are of kind
+	// <Vendor>/claim.
+	CDI    *cdispec.Dir
+	Vendor string
+	// Checkpoint records every claim before its ADDs run.
+	Checkpoint *Checkpoint
+	// Logger gets what cannot be returned. Each ADD and DEL is bounded
+	// by the pool's Plugin.Timeout, as discovery set it.
+	Logger *slog.Logger
+
+	mu    sync.Mutex
+	pools map[string]discovery.Pool // by the bridge's pool name; nil before SetPools
+	// claimMu makes Prepare and Unprepare one at a time, so that the
+	// checkpoint's record of a claim is read and written by one call: the
+	// library serializes the kubelet's calls, but that is its choice.
+	claimMu sync.Mutex
+}
+
+var _ dra.Devices = (*Preparer)(nil)
+
+// SetPools hands over the pools served through DRA.
+func (p *Preparer) SetPools(pools []discovery.Pool) {
+	m := make(map[string]discovery.Pool, len(pools))
+	for _, pl := range pools {
+		m[pl.Name] = pl
+	}
+	p.mu.Lock()
+	p.pools = m
+	p.mu.Unlock()
+}
+
+func (p *Preparer) pool(name string) (discovery.Pool, bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pools == nil {
+		return discovery.Pool{}, false, ErrNotReady
+	}
+	pl, ok := p.pools[name]
+	return pl, ok, nil
+}
+
+// Prepare runs, for every device of claim allocated by this driver, ADD
+// pinned to it with request-id <claim UID>-<n> (n its place among the
+// claim's results of this driver), writes the claim's CDI spec with what
+// the ADDs returned, and returns the devices with their CDI names. It is
+// all or nothing: when an ADD fails, the claim's ADDs are deleted and the
+// claim forgotten. A claim prepared before returns its devices again,
+// its spec file rewritten if it is gone.
+func (p *Preparer) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) ([]dra.Device, error) {
+	p.claimMu.Lock()
+	defer p.claimMu.Unlock()
+	rec, ok := p.Checkpoint.Get(claim.UID)
+	if !ok {
+		var err error
+		if rec, err = p.plan(claim); err != nil {
+			return nil, err
+		}
+		// Recorded before any ADD, so that whatever happens next an
+		// Unprepare knows which request-ids to DEL.
+		if err := p.Checkpoint.Put(claim.UID, rec); err != nil {
+			return nil, err
+		}
+	}
+	if !rec.Prepared() {
+		if err := p.addAll(ctx, &rec); err != nil {
+			if uerr := p.release(ctx, claim.UID, rec); uerr != nil {
+				err = errors.Join(err, fmt.Errorf("undoing the claim's ADDs: %w", uerr))
+			}
+			return nil, err
+		}
+		if err := p.Checkpoint.Put(claim.UID, rec); err != nil {
+			return nil, err
+		}
+	}
+	s := p.claimSpec(rec)
+	if len(s.Devices) > 0 {
+		if err := p.CDI.WriteFile(SpecFile(claim.UID), s); err != nil {
+			return nil, err
+		}
+	}
+	return p.devices(rec, s), nil
+}
+
+// plan resolves claim's allocation results of this driver to the
+// devices of this node's pools.
+func (p *Preparer) plan(claim *resourceapi.ResourceClaim) (Claim, error) {
+	rec := Claim{Namespace: claim.Namespace, Name: claim.Name}
+	if claim.Status.Allocation == nil {
+		return rec, fmt.Errorf("%w: claim %s/%s is not allocated", ErrNotAllocatable, claim.Namespace, claim.Name)
+	}
+	prefix := PoolName(p.Node, "")
+	for _, r := range claim.Status.Allocation.Devices.Results {
+		if r.Driver != p.Driver {
+			continue
+		}
+		name, ok := strings.CutPrefix(r.Pool, prefix)
+		if !ok {
+			return rec, fmt.Errorf("%w: pool %s is not of node %s", ErrNotAllocatable, r.Pool, p.Node)
+		}
+		pl, ok, err := p.pool(name)
+		if err != nil {
+			return rec, err
+		}
+		dev, found := findDevice(pl, r.Device)
+		if !ok || !found {
+			return rec, fmt.Errorf("%w: device %s of pool %s is not served", ErrNotAllocatable, r.Device, r.Pool)
+		}
+		rec.Devices = append(rec.Devices, PreparedDevice{
+			Request: r.Request, Pool: name, Device: r.Device, ID: dev.ID, Resource: dev.Resource,
+			RequestID: fmt.Sprintf("%s-%d", claim.UID, len(rec.Devices)), ShareID: r.ShareID,
+		})
+	}
+	return rec, nil
+}
+
+func findDevice(p discovery.Pool, name string) (spec.DeviceInfo, bool) {
+	for _, d := range p.Devices {
+		if DeviceName(d.ID) == name {
+			return d, true
+		}
+	}
+	return spec.DeviceInfo{}, false
+}
+
+// addAll runs the ADDs of rec's devices that have no result yet.
+func (p *Preparer) addAll(ctx context.Context, rec *Claim) error {
+	for i := range rec.Devices {
+		d := &rec.Devices[i]
+		if d.Result != nil {
+			continue
+		}
+		pl, ok, err := p.pool(d.Pool)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("%w: pool %s is not served", ErrNotAllocatable, d.Pool)
+		}
+		req, err := spec.ParseRequest(d.Resource + ":1")
+		if err != nil {
+			return err
+		}
+		r, err := pl.Plugin.Add(ctx, invoke.AddRequest{Request: req, RequestID: d.RequestID, Devices: []string{d.ID}})
+		if err != nil {
+			return fmt.Errorf("ADD of %s (device %s of pool %s): %w", d.RequestID, d.ID, d.Pool, err)
+		}
+		d.Result = r
+	}
+	return nil
+}
+
+// claimSpec is rec as a CDI spec: one device per ADD result that edits
+// the container, named by its request-id.
+//
+// The env of a device is that of every device of its request, joined
+// (spec.JoinValues, in the claim's order): a container that names the
+// request gets all of them, and the runtime applies their CDI devices one
+// after the other, so that of two devices setting one variable the last
+// would win, where the device plugins, and one ADD for several devices,
+// give both values. Requests are not joined with each other: a container
+// may name one request of a claim and not another.
+func (p *Preparer) claimSpec(rec Claim) *specs.Spec {
+	env := map[string]map[string]string{} // by request
+	for _, d := range rec.Devices {
+		if d.Result != nil {
+			env[baseRequest(d.Request)] = spec.JoinValues(env[baseRequest(d.Request)], d.Result.Env)
+		}
+	}
+	s := &specs.Spec{Kind: p.Vendor + "/" + ClaimClass}
+	for _, d := range rec.Devices {
+		if d.Result == nil {
+			continue
+		}
+		r := *d.Result
+		r.Env = env[baseRequest(d.Request)]
+		if e := cdispec.Edits(&r); !cdispec.Empty(e) {
+			s.Devices = append(s.Devices, specs.Device{Name: d.RequestID, ContainerEdits: e})
+		}
+	}
+	return s
+}
+
+// baseRequest is the request of a request or subrequest name
+// ("gpu/large" is of "gpu"), the name a container refers to.
+func baseRequest(name string) string {
+	base, _, _ := strings.Cut(name, "/")
+	return base
+}
+
+// devices is rec as dra.Devices, each with its CDI name when s names it.
+func (p *Preparer) devices(rec Claim, s *specs.Spec) []dra.Device {
+	named := map[string]bool{}
+	for _, d := range s.Devices {
+		named[d.Name] = true
+	}
+	out := make([]dra.Device, 0, len(rec.Devices))
+	for _, d := range rec.Devices {
+		dev := dra.Device{Requests: []string{d.Request}, Pool: PoolName(p.Node, d.Pool), Name: d.Device, ShareID: d.ShareID}
+		if named[d.RequestID] {
+			dev.CDIIDs = []string{s.Kind + "=" + d.RequestID}
+		}
+		out = append(out, dev)
+	}
+	return out
+}
+
+// SpecFile is the name of claim uid's CDI spec file.
+func SpecFile(uid types.UID) string { return "cdi-bridge-claim_" + string(uid) + ".json" }

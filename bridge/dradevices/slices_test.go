@@ -1,0 +1,130 @@
+package dradevices
+
+import (
+	"fmt"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/cdiexec/cdi/bridge/discovery"
+	"github.com/cdiexec/cdi/spec"
+	"github.com/cdiexec/cdi/spec/invoke"
+)
+
+func gpuPool(devs ...spec.DeviceInfo) discovery.Pool {
+	conf := &invoke.Conf{Path: "/etc/cdi/gpu.d/drm.conf", Config: spec.Config{Type: "gpu", Args: []byte(`{"cdiKind":"example.com/gpu"}`)}}
+	return discovery.Pool{Name: "gpu-drm", Resource: "gpu", Conf: conf, Devices: devs}
+}
+
+func numa(n int) *int { return &n }
+
+func TestResourcesLeavesOutUnhealthyAndShared(t *testing.T) {
+	p := gpuPool(
+		spec.DeviceInfo{ID: "0000:01:00.0", Resource: "gpu", Healthy: true, Capacity: 1},
+		spec.DeviceInfo{ID: "0000:02:00.0", Resource: "gpu", Healthy: false, Capacity: 1},
+		spec.DeviceInfo{ID: "cam", Resource: "gpu", Healthy: true, Shared: true, Capacity: 1},
+	)
+	res := Resources("node-a", []discovery.Pool{p})
+	pool, ok := res.Pools["node-a/gpu-drm"]
+	if !ok || len(res.Pools) != 1 {
+		t.Fatalf("pools %v, want node-a/gpu-drm only", res.Pools)
+	}
+	if len(pool.Slices) != 1 || len(pool.Slices[0].Devices) != 1 {
+		t.Fatalf("slices %+v, want one with one device", pool.Slices)
+	}
+	if got := pool.Slices[0].Devices[0].Name; got != DeviceName("0000:01:00.0") {
+		t.Errorf("device %q, want the healthy one", got)
+	}
+}
+
+func TestResourcesSlices(t *testing.T) {
+	for _, tc := range []struct {
+		devices int
+		want    []int // devices per slice
+	}{
+		{0, []int{0}},
+		{1, []int{1}},
+		{128, []int{128}},
+		{300, []int{128, 128, 44}},
+	} {
+		t.Run(fmt.Sprint(tc.devices), func(t *testing.T) {
+			var devs []spec.DeviceInfo
+			for i := range tc.devices {
+				devs = append(devs, spec.DeviceInfo{ID: fmt.Sprintf("tty%d", i), Resource: "gpu", Healthy: true, Capacity: 1})
+			}
+			slices := Resources("n", []discovery.Pool{gpuPool(devs...)}).Pools["n/gpu-drm"].Slices
+			var got []int
+			for _, s := range slices {
+				got = append(got, len(s.Devices))
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("devices per slice %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDeviceCapacity(t *testing.T) {
+	for _, tc := range []struct {
+		capacity int
+		multiple bool
+	}{{0, false}, {1, false}, {4, true}} {
+		t.Run(fmt.Sprint(tc.capacity), func(t *testing.T) {
+			d := Device(gpuPool(), spec.DeviceInfo{ID: "g", Resource: "gpu", Healthy: true, Capacity: tc.capacity})
+			multiple := d.AllowMultipleAllocations != nil && *d.AllowMultipleAllocations
+			if multiple != tc.multiple {
+				t.Fatalf("allowMultipleAllocations %v, want %v", multiple, tc.multiple)
+			}
+			slots, ok := d.Capacity[CapacitySlots]
+			if ok != tc.multiple {
+				t.Fatalf("capacity %v, want slots only with multiple allocations", d.Capacity)
+			}
+			if ok && (slots.Value.Value() != int64(tc.capacity) || slots.RequestPolicy.Default.Value() != 1 ||
+				len(slots.RequestPolicy.ValidValues) != 1 || slots.RequestPolicy.ValidValues[0].Value() != 1) {
+				t.Errorf("slots %+v, want %d of which an allocation takes exactly 1", slots, tc.capacity)
+			}
+		})
+	}
+}
+
+func TestDeviceAttributes(t *testing.T) {
+	props := map[string]string{
+		"pciAddress": "0000:01:00.0", "vendor": "0x8086",
+		"bad-name": "x", "id": "not the id", "long": string(make([]byte, 65)),
+	}
+	d := Device(gpuPool(), spec.DeviceInfo{ID: "0000:01:00.0", Resource: "gpu", Healthy: true, NUMANode: numa(1), Properties: props})
+	want := map[resourceapi.QualifiedName]string{
+		AttrID: "0000:01:00.0", AttrResource: "gpu", AttrPool: "gpu-drm", AttrCDIKind: "example.com/gpu",
+		"pciAddress": "0000:01:00.0", "vendor": "0x8086",
+	}
+	for name, v := range want {
+		if a, ok := d.Attributes[name]; !ok || a.StringValue == nil || *a.StringValue != v {
+			t.Errorf("attribute %s = %+v, want %q", name, a, v)
+		}
+	}
+	if a := d.Attributes[AttrNUMANode]; a.IntValue == nil || *a.IntValue != 1 {
+		t.Errorf("numaNode = %+v, want 1", a)
+	}
+	if len(d.Attributes) != len(want)+1 {
+		t.Errorf("attributes %v: a property that is no C identifier, a taken name or too long a value is left out", d.Attributes)
+	}
+}
+
+func TestDeviceAttributesLimit(t *testing.T) {
+	props := map[string]string{}
+	for i := range 40 {
+		props[fmt.Sprintf("p%02d", i)] = "v"
+	}
+	d := Device(gpuPool(), spec.DeviceInfo{ID: "g", Resource: "gpu", Healthy: true, Capacity: 2, Properties: props})
+	if n := len(d.Attributes) + len(d.Capacity); n != resourceapi.ResourceSliceMaxAttributesAndCapacitiesPerDevice {
+		t.Errorf("%d attributes and capacities, want the API's limit %d", n, resourceapi.ResourceSliceMaxAttributesAndCapacitiesPerDevice)
+	}
+}
+
+func TestCDIKindDefault(t *testing.T) {
+	p := gpuPool()
+	p.Conf.Args = nil
+	if got := cdiKind(p); got != "cdi.local/gpu" {
+		t.Errorf("cdiKind = %q, want the plugins' default cdi.local/gpu", got)
+	}
+}
