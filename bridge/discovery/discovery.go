@@ -296,7 +296,11 @@ func stale(prev []Pool, p *invoke.Plugin, err error) []Pool {
 
 // PoolName is "<resource-spec>-<drop-in id>", lower-cased, with every
 // character that a Kubernetes object name cannot hold turned into '-'.
-func PoolName(resource, dropIn string) string {
+func PoolName(resource, dropIn string) string { return LabelChars(resource + "-" + dropIn) }
+
+// LabelChars is s lower-cased, with every character that a DNS label
+// (and so a Kubernetes object name) cannot hold turned into '-'.
+func LabelChars(s string) string {
 	return strings.Map(func(r rune) rune {
 		switch {
 		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-':
@@ -305,7 +309,7 @@ func PoolName(resource, dropIn string) string {
 			return r + 'a' - 'A'
 		}
 		return '-'
-	}, resource+"-"+dropIn)
+	}, s)
 }
 
 func sortedPools(m map[string]Pool) []Pool {

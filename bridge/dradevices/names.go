@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strings"
+
+	"github.com/cdiexec/cdi/bridge/discovery"
 )
 
 // maxDeviceName is the longest DRA device name: a DNS label.
@@ -17,15 +19,7 @@ const maxDeviceName = 63
 // id, so that ids differing only in what was changed ("0000:01:00.0" and
 // "0000-01-00-0") never share a name.
 func DeviceName(id string) string {
-	name := strings.Map(func(r rune) rune {
-		switch {
-		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-':
-			return r
-		case r >= 'A' && r <= 'Z':
-			return r + 'a' - 'A'
-		}
-		return '-'
-	}, id)
+	name := discovery.LabelChars(id)
 	if name == id && len(id) <= maxDeviceName && !strings.HasSuffix(id, "-") {
 		return id
 	}
