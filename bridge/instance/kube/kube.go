@@ -116,7 +116,9 @@ func (s *Store) start(ctx context.Context) error {
 	if err := s.followPresences(ctx); err != nil {
 		return err
 	}
-	return s.follow(ctx, "")
+	// Synced waits for its first list.
+	_, err := s.informerOf("")
+	return err
 }
 
 // Synced waits until every informer holds its first full list of

@@ -74,21 +74,29 @@ var ErrNotListed = errors.New("a pool's Instances are not listed yet")
 func (s *Store) follow(ctx context.Context, pool string) error {
 	ctx, cancel := context.WithTimeout(ctx, followWait)
 	defer cancel()
-	s.mu.Lock()
-	pi, ok := s.informers[pool]
-	if !ok {
-		var err error
-		if pi, err = s.newInformer(pool); err != nil {
-			s.mu.Unlock()
-			return err
-		}
-		s.informers[pool] = pi
+	pi, err := s.informerOf(pool)
+	if err != nil {
+		return err
 	}
-	s.mu.Unlock()
 	if !cache.WaitForCacheSync(ctx.Done(), pi.informer.HasSynced) {
 		return fmt.Errorf("pool %q: %w: %w", pool, ErrNotListed, ctx.Err())
 	}
 	return nil
+}
+
+// informerOf returns the informer of pool's Instances, started now
+// unless it runs.
+func (s *Store) informerOf(pool string) (*poolInformer, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if pi, ok := s.informers[pool]; ok {
+		return pi, nil
+	}
+	pi, err := s.newInformer(pool)
+	if err == nil {
+		s.informers[pool] = pi
+	}
+	return pi, err
 }
 
 // notListed returns an error wrapping ErrNotListed that names the
