@@ -5,19 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/pkg/parser"
 	specs "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/cdiexec/cdi/spec"
+	"github.com/cdiexec/cdi/spec/atomicfile"
 )
 
 // FilePrefix starts the name of every spec file a Dir writes; files
@@ -188,7 +187,7 @@ func (d *Dir) write(k Kind) (map[string]bool, error) {
 		return nil, err
 	}
 	name := FileName(k)
-	if have, err := readRegular(filepath.Join(d.path, name)); err == nil && bytes.Equal(have, want) {
+	if have, err := atomicfile.ReadRegular(filepath.Join(d.path, name), maxSpecSize); err == nil && bytes.Equal(have, want) {
 		return names, nil
 	}
 	if err := d.cache.WriteSpec(s, name); err != nil {
@@ -225,7 +224,7 @@ func (d *Dir) owns(name string) bool {
 	if !strings.HasPrefix(name, FilePrefix+cdi.GenerateSpecName(d.vendor, "")) || !strings.HasSuffix(name, ".json") {
 		return false
 	}
-	data, err := readRegular(filepath.Join(d.path, name))
+	data, err := atomicfile.ReadRegular(filepath.Join(d.path, name), maxSpecSize)
 	if err != nil {
 		return false
 	}
@@ -237,21 +236,6 @@ func (d *Dir) owns(name string) bool {
 	return vendor == d.vendor
 }
 
-// readRegular reads the regular file at path, never through a link and
-// never blocking on what is not a file (a FIFO placed at a spec's name
-// would stop every publish).
-func readRegular(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: not a regular file", path)
-	}
-	return io.ReadAll(io.LimitReader(f, maxSpecSize))
-}
-
-// maxSpecSize bounds what readRegular reads: a spec of this package is a
+// maxSpecSize bounds what is read of a spec file: a spec of this package is a
 // few kilobytes per hundred devices.
 const maxSpecSize = 16 << 20

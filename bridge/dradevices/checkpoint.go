@@ -71,6 +71,10 @@ type Checkpoint struct {
 	claims map[types.UID]Claim
 }
 
+// maxCheckpoint bounds what is read of the checkpoint: a claim's record
+// is some hundred bytes per device.
+const maxCheckpoint = 64 << 20
+
 type checkpointFile struct {
 	Version int                 `json:"version"`
 	Claims  map[types.UID]Claim `json:"claims"`
@@ -81,7 +85,7 @@ type checkpointFile struct {
 // ErrCheckpoint.
 func LoadCheckpoint(path string) (*Checkpoint, error) {
 	c := &Checkpoint{path: path, claims: map[types.UID]Claim{}}
-	data, err := os.ReadFile(path)
+	data, err := atomicfile.ReadRegular(path, maxCheckpoint)
 	if errors.Is(err, fs.ErrNotExist) {
 		return c, nil
 	}

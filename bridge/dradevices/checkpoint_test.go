@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/cdiexec/cdi/spec"
@@ -65,4 +66,25 @@ func TestCheckpointUnreadable(t *testing.T) {
 			t.Errorf("LoadCheckpoint = %v, want ErrCheckpoint", err)
 		}
 	})
+	// Neither blocks the bridge's start nor reads another file's claims.
+	for name, place := range map[string]func(path string) error{
+		"a FIFO": func(path string) error { return syscall.Mkfifo(path, 0o600) },
+		"a link to a checkpoint": func(path string) error {
+			target := path + ".real"
+			if err := os.WriteFile(target, []byte(`{"version":1,"claims":{}}`), 0o600); err != nil {
+				return err
+			}
+			return os.Symlink(target, path)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "claims.json")
+			if err := place(path); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := LoadCheckpoint(path); !errors.Is(err, ErrCheckpoint) {
+				t.Errorf("LoadCheckpoint = %v, want ErrCheckpoint", err)
+			}
+		})
+	}
 }

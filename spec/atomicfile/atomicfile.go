@@ -13,7 +13,9 @@
 package atomicfile
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -141,4 +143,35 @@ func syncDir(dir string) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// ErrNotRegular is wrapped by ReadRegular's error for what is not a
+// regular file (a FIFO, a device, a directory).
+var ErrNotRegular = errors.New("not a regular file")
+
+// errTooLarge is wrapped by ReadRegular's error for a file over its limit.
+var errTooLarge = errors.New("file too large")
+
+// ReadRegular reads the regular file at path, at most limit bytes: never
+// through a link (the error wraps syscall.ELOOP) and never blocking on
+// what is not a file, so that a FIFO placed at a path this project reads
+// cannot stop it. A missing file's error wraps fs.ErrNotExist.
+func ReadRegular(path string, limit int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: %w", path, ErrNotRegular)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err == nil && int64(len(data)) > limit {
+		err = fmt.Errorf("%s: %w: more than %d bytes", path, errTooLarge, limit)
+	}
+	return data, err
 }

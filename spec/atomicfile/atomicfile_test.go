@@ -115,3 +115,41 @@ func TestCreateTemp(t *testing.T) {
 		t.Errorf("%s: %q mode %v", path, data, fi.Mode().Perm())
 	}
 }
+
+// ReadRegular reads a file, and refuses a link, a FIFO (at once, without
+// blocking), a directory and a file over the limit.
+func TestReadRegular(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f")
+	if err := os.WriteFile(file, []byte("12345"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(file, filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		limit int64
+		want  error // nil: read "12345"
+	}{
+		{"f", 5, nil},
+		{"f", 4, errTooLarge},
+		{"link", 5, syscall.ELOOP},
+		{"fifo", 5, ErrNotRegular},
+		{".", 5, ErrNotRegular},
+		{"absent", 5, fs.ErrNotExist},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data, err := ReadRegular(filepath.Join(dir, tc.name), tc.limit)
+			switch {
+			case tc.want == nil && (err != nil || string(data) != "12345"):
+				t.Errorf("ReadRegular = %q, %v", data, err)
+			case tc.want != nil && !errors.Is(err, tc.want):
+				t.Errorf("ReadRegular: %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
