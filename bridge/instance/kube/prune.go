@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,10 +14,11 @@ import (
 
 // PruneUnseen deletes the Instances that no node has seen, and whose
 // slots are all free, since grace before now (as this Store has watched:
-// the clock starts at the first call that finds one unseen). Before each
-// deletion it asks the API server again, for the Instance and for the
-// Presences of its pool, so that a node that has just seen the device
-// again keeps it; the deletion is guarded by the resourceVersion read.
+// the clock starts at the first call that finds one unseen). It asks the
+// API server again before deleting: for the Presences of each pool with
+// Instances due (one list per pool and pass), and for each Instance, so
+// that a node that has just seen the device again keeps it; the deletion
+// is guarded by the resourceVersion read.
 // It returns how many it deleted.
 //
 // It is for the one bridge that clears departed nodes, with AllPools:
@@ -27,15 +27,47 @@ import (
 func (s *Store) PruneUnseen(ctx context.Context, grace time.Duration, now time.Time) (int, error) {
 	all, err := s.List(ctx)
 	errs := []error{err}
-	deleted := 0
+	byPool := map[string][]instance.Instance{}
 	for _, in := range s.dueUnseen(all, grace, now) {
-		ok, err := s.deleteIfUnseen(ctx, in)
-		if ok {
-			deleted++
+		byPool[in.Config] = append(byPool[in.Config], in)
+	}
+	deleted := 0
+	for pool, due := range byPool {
+		// One list of the pool's Presences for all its due Instances.
+		seen, err := s.listedBy(ctx, pool)
+		if err != nil {
+			errs = append(errs, err)
+			continue
 		}
-		errs = append(errs, err)
+		for _, in := range due {
+			ok, err := s.deleteIfUnseen(ctx, in, seen)
+			if ok {
+				deleted++
+			}
+			errs = append(errs, err)
+		}
 	}
 	return deleted, errors.Join(errs...)
+}
+
+// listedBy is the set of Instance names that the API server's Presences
+// of pool list.
+func (s *Store) listedBy(ctx context.Context, pool string) (map[string]bool, error) {
+	list, err := s.presenceClient.List(ctx, metav1.ListOptions{LabelSelector: LabelPool + "=" + LabelValue(pool)})
+	if err != nil {
+		return nil, fmt.Errorf("listing the presences of pool %s: %w", pool, err)
+	}
+	seen := map[string]bool{}
+	for _, obj := range list.Items {
+		p, err := toPresence(&obj)
+		if err != nil {
+			return nil, err // unreadable: who sees what cannot be told
+		}
+		for _, d := range p.devices {
+			seen[d] = true
+		}
+	}
+	return seen, nil
 }
 
 // dueUnseen tracks since when each Instance is unseen and returns those
@@ -68,20 +100,14 @@ func (s *Store) dueUnseen(all []instance.Instance, grace time.Duration, now time
 }
 
 // deleteIfUnseen deletes in if the API server agrees that no node sees
-// it and no slot of it is held.
-func (s *Store) deleteIfUnseen(ctx context.Context, in instance.Instance) (bool, error) {
+// it (listed: what its pool's Presences list) and no slot of it is held.
+func (s *Store) deleteIfUnseen(ctx context.Context, in instance.Instance, listed map[string]bool) (bool, error) {
+	if listed[in.Name] {
+		return false, nil
+	}
 	fresh, err := s.read(ctx, in.Name, true)
 	if err != nil || fresh == nil {
 		return false, err
-	}
-	list, err := s.presenceClient.List(ctx, metav1.ListOptions{LabelSelector: LabelPool + "=" + LabelValue(fresh.Config)})
-	if err != nil {
-		return false, fmt.Errorf("listing the presences of pool %s: %w", fresh.Config, err)
-	}
-	for _, obj := range list.Items {
-		if p, err := toPresence(&obj); err != nil || slices.Contains(p.devices, in.Name) {
-			return false, err
-		}
 	}
 	if len(fresh.Nodes) > 0 || fresh.Held() {
 		return false, nil
