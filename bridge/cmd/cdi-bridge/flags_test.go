@@ -3,12 +3,16 @@ package main
 import (
 	"errors"
 	"flag"
+	"log/slog"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cdiexec/cdi/bridge/discovery"
+	"github.com/cdiexec/cdi/bridge/instance/kube"
 )
 
 // A command line that does not parse is a usage error (exit 2) before
@@ -62,5 +66,33 @@ func TestWatchFlags(t *testing.T) {
 				t.Errorf("watch %v, debounce %v; want %v, %v", o.watchDevices, o.watchDebounce, tc.watch, tc.debounce)
 			}
 		})
+	}
+}
+
+// A --max-devices-per-drop-in that a Presence could not hold is refused
+// before the Kubernetes store is opened, not at the first discovery's
+// Presence write; the local store has no such limit.
+func TestMaxDevicesFitsPresence(t *testing.T) {
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	// An address nothing listens on: the refusal must come first.
+	conf := "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n" +
+		"users: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"
+	if err := os.WriteFile(kubeconfig, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	over := strconv.Itoa(kube.MaxPresenceDevices + 1)
+	o, err := parseFlags([]string{"--store", "kube", "--kubeconfig", kubeconfig, "--max-devices-per-drop-in", over})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := openStore(t.Context(), o, slog.New(slog.DiscardHandler)); !errors.Is(err, errUsage) {
+		t.Errorf("openStore with --max-devices-per-drop-in=%s: %v, want a usage error", over, err)
+	}
+	o, err = parseFlags([]string{"--store", "local", "--local-store", filepath.Join(t.TempDir(), "state.json"), "--max-devices-per-drop-in", over})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := openStore(t.Context(), o, slog.New(slog.DiscardHandler)); err != nil {
+		t.Errorf("the local store with --max-devices-per-drop-in=%s: %v", over, err)
 	}
 }

@@ -78,7 +78,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.cdiSpecDir, "cdi-spec-dir", "/var/run/cdi", "where the CDI spec files naming this node's devices are written: a directory the container runtime reads CDI specs from")
 	fs.BoolVar(&o.cdiNames, "cdi-names", true, "name devices by CDI in Allocate responses, from spec files in --cdi-spec-dir; false writes no spec file and gives every device node as a device spec, for runtimes without CDI (containerd 1.7's default)")
 	fs.BoolVar(&o.version, "version", false, "print cdi-bridge's build and exit")
-	fs.IntVar(&o.maxDevices, "max-devices-per-drop-in", discovery.DefaultMaxDevices, "devices served from one drop-in at most; the rest, in id order, are refused with an error")
+	fs.IntVar(&o.maxDevices, "max-devices-per-drop-in", discovery.DefaultMaxDevices, "devices served from one drop-in at most (with the Kubernetes store, at most 5000: what a Presence lists); the rest, in id order, are refused with an error")
 	fs.IntVar(&o.maxInstanceLevel, "max-instance-level-devices", node.DefaultMaxInstanceLevel, "a pool of more devices than this is offered at the Configuration level only, with no resource per device (each is a kubelet registration, a socket and a resource in the Node's status); 0 is no limit")
 	fs.StringVar(&o.metricsAddr, "metrics-address", ":8089", "address serving /metrics, /healthz and /readyz; empty turns it off")
 	fs.DurationVar(&o.storeStaleLimit, "store-stale-limit", 10*time.Minute, "how long the instance store may be behind the API server before /healthz fails and the kubelet restarts the bridge; 0 never")

@@ -45,6 +45,10 @@ func openStore(ctx context.Context, o *options, log *slog.Logger) (instance.Stor
 		log.Info("instance store: local file", "file", path, "reason", reason)
 		return local.New(path), nil, nil
 	}
+	if o.maxDevices > kube.MaxPresenceDevices {
+		return nil, nil, fmt.Errorf("%w: --max-devices-per-drop-in=%d: a Presence of the Kubernetes store lists at most %d devices of a pool",
+			errUsage, o.maxDevices, kube.MaxPresenceDevices)
+	}
 	cfg.UserAgent = "cdi-bridge/" + o.nodeName
 	syncCtx, cancel := context.WithTimeout(ctx, syncTimeout)
 	defer cancel()

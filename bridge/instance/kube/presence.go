@@ -36,6 +36,11 @@ var PresenceResource = schema.GroupVersionResource{Group: Group, Version: Versio
 // that the departed-node sweep finds a node's Presences by selector.
 const LabelNode = Group + "/node"
 
+// MaxPresenceDevices is the most devices a Presence lists: its CRD's
+// spec.devices maxItems. A pool of more could never be recorded, so the
+// bridge refuses a --max-devices-per-drop-in above it with this store.
+const MaxPresenceDevices = 5000
+
 // presenceSpec is the custom resource's spec.
 type presenceSpec struct {
 	Node              string   `json:"node"`
