@@ -60,6 +60,9 @@ type draRun struct {
 	o       draOptions
 	samples [2][][]draSample
 	size    [2]storedSize // after the first publish
+	// load is the machine's load average over the last minute, as
+	// /proc/loadavg says, before the first round and after the last.
+	load [2]string
 }
 
 // draSubjectName is the table's name of subject i: the library first,
@@ -124,13 +127,25 @@ func measureDRA(ctx context.Context, cfg *rest.Config, o draOptions, log io.Writ
 	for i := range run.samples {
 		run.samples[i] = make([][]draSample, len(draSteps()))
 	}
+	run.load[0] = loadAverage()
 	for r := range o.rounds {
 		fmt.Fprintf(log, "DRA bench: round %d of %d, %d devices\n", r+1, o.rounds, o.devices)
 		if err := run.round(ctx, cfg, admin, r); err != nil {
 			return nil, fmt.Errorf("round %d: %w", r+1, err)
 		}
 	}
+	run.load[1] = loadAverage()
 	return run, nil
+}
+
+// loadAverage is the first figure of /proc/loadavg, or "?" where there
+// is none: the table says how busy the machine was.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "?"
 }
 
 // round measures every step of both subjects once.
@@ -178,7 +193,6 @@ type draSubject struct {
 	lib     *libraryPublisher // nil for the floor
 	counter *requestCounter
 	watch   *sliceWatch
-	cancel  context.CancelFunc // the library controller's context
 }
 
 // newDRASubject creates node, as the kubelet would have (the library
@@ -191,12 +205,10 @@ func newDRASubject(ctx context.Context, cfg *rest.Config, admin kubernetes.Inter
 	s := &draSubject{node: node, counter: &requestCounter{}}
 	client, err := countedClient(cfg, "cdi-bench-dra/"+node, s.counter)
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
+		return nil, errors.Join(fmt.Errorf("kubernetes client: %w", err), s.close(ctx, admin))
 	}
 	if library {
-		var libCtx context.Context
-		libCtx, s.cancel = context.WithCancel(ctx)
-		s.lib = &libraryPublisher{client: client, node: node, ctx: libCtx}
+		s.lib = &libraryPublisher{client: client, node: node}
 		s.pub = s.lib
 	} else {
 		s.pub = &floorPublisher{client: client, node: n}
@@ -243,11 +255,8 @@ func (s *draSubject) ctrlStats() resourceslice.Stats {
 // and the node, so that the next round starts on an API as empty.
 func (s *draSubject) close(ctx context.Context, admin kubernetes.Interface) error {
 	var errs []error
-	if s.lib != nil && s.lib.ctrl != nil {
+	if s.pub != nil {
 		errs = append(errs, s.pub.stop())
-	}
-	if s.cancel != nil {
-		s.cancel()
 	}
 	if s.watch != nil {
 		s.watch.stop()

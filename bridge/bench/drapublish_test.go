@@ -52,22 +52,21 @@ func countedClient(cfg *rest.Config, agent string, c *requestCounter) (kubernete
 type libraryPublisher struct {
 	client kubernetes.Interface
 	node   string
-	ctx    context.Context
 	ctrl   *resourceslice.Controller
 
 	mu   sync.Mutex
 	errs []error // the controller's, through its ErrorHandler
 }
 
-func (l *libraryPublisher) publish(_ context.Context, pools []discovery.Pool) ([]resourceslice.Slice, error) {
+func (l *libraryPublisher) publish(ctx context.Context, pools []discovery.Pool) ([]resourceslice.Slice, error) {
 	res := dradevices.Resources(l.node, pools)
 	if l.ctrl != nil {
 		l.ctrl.Update(&res)
 		return res.Pools[dradevices.PoolName(l.node, draPool)].Slices, nil
 	}
-	// The controller lives as long as the publisher, as the helper's
-	// does: its context is not the call's.
-	ctrl, err := resourceslice.StartController(l.ctx, resourceslice.Options{
+	// ctx is the whole run's: the controller runs until stop, as the
+	// helper's runs until the plugin stops.
+	ctrl, err := resourceslice.StartController(ctx, resourceslice.Options{
 		DriverName: draDriver, KubeClient: l.client, Resources: &res,
 		Owner:        &resourceslice.Owner{APIVersion: "v1", Kind: "Node", Name: l.node},
 		ErrorHandler: l.handleError,
@@ -87,9 +86,9 @@ func (l *libraryPublisher) handleError(_ context.Context, err error, msg string)
 
 // stop stops the controller and returns what it reported: a publish the
 // controller had to retry, or whose fields the API dropped, is not the
-// publish measured.
+// publish measured. A controller never started is no error.
 func (l *libraryPublisher) stop() error {
-	l.ctrl.Stop()
+	l.ctrl.Stop() // nil-safe
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return errors.Join(l.errs...)

@@ -56,7 +56,8 @@ func ratio(a, b float64) string {
 func (run *draRun) print(w io.Writer) {
 	fmt.Fprintf(w, "\nDRA ResourceSlice publishing: %d devices in one pool (a PCI address, a NUMA node, vendor properties; every\n", run.o.devices)
 	fmt.Fprintf(w, "fourth of capacity 4), %d slices, through dradevices.Resources; node-owned, against a real kube-apiserver;\n", run.size[0].slices)
-	fmt.Fprintf(w, "medians of %d rounds, each subject on a Node of its own, the subjects' steps interleaved; KB = 10^3 bytes\n", run.o.rounds)
+	fmt.Fprintf(w, "medians of %d rounds, each subject on a Node of its own, the subjects' steps interleaved; KB = 10^3 bytes;\n", run.o.rounds)
+	fmt.Fprintf(w, "the machine's load average (1 min) %s before the first round, %s after the last\n", run.load[0], run.load[1])
 	tw := newTable(w)
 	fmt.Fprintln(tw, "step\tsubject\tuntil the API showed it ms\tx floor\tthe call ms\twrites\tx floor\tsent KB\tx floor\treceived KB\trequests\tverdict")
 	for step, st := range draSteps() {
