@@ -53,6 +53,9 @@ type draSample struct {
 	returned time.Duration // the call alone
 	reqs     requestCounts
 	ctrl     resourceslice.Stats // the library controller's own counts; zero for the floor
+	// generation is the pool's as the API showed it complete: the
+	// library starts a new one when a change needs more than one write.
+	generation int64
 }
 
 // draRun is one DRA measurement: its samples, [subject][step][round].
@@ -240,6 +243,7 @@ func (s *draSubject) measure(ctx context.Context, pools []discovery.Pool) (draSa
 	}
 	after := s.ctrlStats()
 	return draSample{took: at.Sub(start), returned: returned, reqs: s.counter.snapshot().since(before),
+		generation: s.watch.current()[0].Spec.Pool.Generation,
 		ctrl: resourceslice.Stats{NumCreates: after.NumCreates - stats.NumCreates,
 			NumUpdates: after.NumUpdates - stats.NumUpdates, NumDeletes: after.NumDeletes - stats.NumDeletes}}, nil
 }

@@ -89,6 +89,13 @@ func (run *draRun) printNotes(w io.Writer) {
 		fmt.Fprintf(w, " %s %d/%d/%d;", st.name, c.NumCreates, c.NumUpdates, c.NumDeletes)
 	}
 	fmt.Fprintln(w)
+	for i := range run.samples {
+		fmt.Fprintf(w, "the pool's generation once the API showed each step, %s, first round:", draSubjectName(i))
+		for step := range draSteps() {
+			fmt.Fprintf(w, " %d", run.samples[i][step][0].generation)
+		}
+		fmt.Fprintln(w)
+	}
 	for i, z := range run.size {
 		fmt.Fprintf(w, "stored after the publish, %s: %d slices, %s KB as JSON (largest %s KB), %s KB as protobuf\n",
 			draSubjectName(i), z.slices, kb(int64(z.json)), kb(int64(z.maxJSON)), kb(int64(z.proto)))
