@@ -19,8 +19,8 @@ const draPool = "accel-pci"
 const draChanged = 100
 
 // draDiscovery is a discovery of n PCI accelerators in one pool, as a
-// drop-in of the drm kind reports them: each with a PCI address for id,
-// a NUMA node (the first half 0, the rest 1), vendor properties, and
+// plugin for such cards would report them: each with a PCI address for
+// id, a NUMA node (the first half 0, the rest 1), vendor properties, and
 // every fourth device with capacity 4 (consumable capacity in DRA).
 func draDiscovery(n int) []discovery.Pool {
 	conf := &invoke.Conf{Path: "/etc/cdi/accel.d/pci.conf",
