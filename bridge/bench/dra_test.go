@@ -83,8 +83,8 @@ func draSubjectName(i int) string {
 // operation that runs its own rounds: run it with -benchtime 1x.
 func BenchmarkDRAPublish(b *testing.B) {
 	o := draOptions{devices: *flagDRADevices, rounds: *flagDRARounds}
-	if o.devices < 1 || o.rounds < 1 {
-		b.Fatal("-dra-devices and -dra-rounds must be at least 1")
+	if o.devices <= draChanged || o.rounds < 1 {
+		b.Fatalf("-dra-devices must be more than %d (the device the republishes change) and -dra-rounds at least 1", draChanged)
 	}
 	env := apitest.Start(b, apitest.Options{})
 	var run *draRun
