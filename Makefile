@@ -33,9 +33,10 @@ help:
 	@echo "make kube-controllers kube-scheduler and kube-controller-manager, for the DRA cluster test and the node test, into bin/"
 	@echo "make node-bins      the kubelet, kube-scheduler, kube-controller-manager and containerd $(CONTAINERD_VERSION) the node test runs, into bin/"
 	@echo "make lint           gofmt, go vet, staticcheck, and go.mod tidy in both modules"
-	@echo "make bench          benchmarks: the plugins' and the bridge's (go test -bench, benchstat), then the cluster"
-	@echo "                    simulation; tables of ratios against floors measured in the same run"
-	@echo "                    (BENCH=\"-rounds 50\" and SIM=\"-sim-nodes 10\" size the bridge's parts)"
+	@echo "make bench          benchmarks: the plugins' and the bridge's (go test -bench, benchstat), the DRA front end's"
+	@echo "                    ResourceSlice publishing, then the cluster simulation; tables of ratios against floors"
+	@echo "                    measured in the same run (BENCH=\"-rounds 50 -dra-rounds 10\" and SIM=\"-sim-nodes 10\""
+	@echo "                    size the bridge's parts)"
 	@echo "make demo           build, install into a temporary prefix and walk through the protocol"
 	@echo "make manifests      the kustomize layout in bridge/deploy, from its Helm chart (bridge/deploy/chart)"
 	@echo "make image          the bridge's multi-arch image as an OCI layout, bin/cdi-bridge-image.tar (IMAGE=name:tag, ARCHES=\"amd64 arm64\")"
@@ -195,11 +196,16 @@ lint:
 # same run. The plugins' tables are plugins/bench's BenchmarkPlugins. The
 # bridge's tables (bridge/bench's BenchmarkBridge) start etcd and a
 # kube-apiserver for the Kubernetes store's figures, and so does the
-# cluster simulation (bridge/e2e/cmd/clustersim). The subjects of
+# cluster simulation (bridge/e2e/cmd/clustersim). BenchmarkDRAPublish
+# (bridge/bench) starts its own: the DRA front end's ResourceSlices for
+# 1,000 devices published by the library's controller, then republished
+# after one device changes, against the same slices written with the
+# typed client alone. The subjects of
 # BenchmarkRoundTrip and BenchmarkStartup (plugins/bench) and of
 # BenchmarkAllocate (bridge/bench) are set against their floors by
 # benchstat, pinned as staticcheck is. BENCH="-rounds 50" and
-# SIM="-sim-nodes 10" size the bridge's parts.
+# SIM="-sim-nodes 10" size the bridge's parts (-dra-devices and
+# -dra-rounds in BENCH, the DRA table's).
 BENCHSTAT := golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 BENCH ?=
 SIM   ?=
@@ -212,6 +218,7 @@ bench: kube-apiserver
 	$(GO) test -run '^$$' -bench '^BenchmarkAllocate$$' -count 6 ./bridge/bench > bin/bench-allocate.txt || \
 		{ cat bin/bench-allocate.txt; exit 1; }
 	$(GO) run $(BENCHSTAT) -col /subject bin/bench-allocate.txt
+	KUBE_APISERVER=$(KUBE_APISERVER) $(GO) test -run '^$$' -bench '^BenchmarkDRAPublish$$' -benchtime 1x -timeout 30m ./bridge/bench $(BENCH)
 	cd $(E2E) && KUBE_APISERVER=$(KUBE_APISERVER) $(GO) run ./cmd/clustersim $(SIM)
 
 demo: build

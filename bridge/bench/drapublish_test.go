@@ -1,0 +1,186 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+	"k8s.io/utils/ptr"
+
+	"github.com/cdiexec/cdi/bridge/discovery"
+	"github.com/cdiexec/cdi/bridge/dradevices"
+)
+
+// draDriver is the driver name the slices are published under: the
+// bridge's default --domain.
+const draDriver = "cdi.local"
+
+// errNotMinimal is returned when the floor is asked for a change it does
+// not make in place.
+var errNotMinimal = errors.New("the floor changes devices in place only")
+
+// publisher is one subject of the DRA table: it publishes a node's
+// discovery, first whole, then again after each change.
+type publisher interface {
+	// publish hands pools to the API, the first time or again, and
+	// returns the slices the API must then hold.
+	publish(ctx context.Context, pools []discovery.Pool) ([]resourceslice.Slice, error)
+	stop() error
+}
+
+// countedClient is a client with the bridge's own settings (client-go's
+// default rate limit, JSON) whose requests c counts.
+func countedClient(cfg *rest.Config, agent string, c *requestCounter) (kubernetes.Interface, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = 0, 0 // client-go's defaults, as the bridge's client has
+	cfg.UserAgent = agent
+	cfg.Wrap(c.wrap)
+	return kubernetes.NewForConfig(cfg)
+}
+
+// libraryPublisher is what the bridge does: the first publish starts the
+// library's ResourceSlice controller with a Node owner, as
+// kubeletplugin.Helper.PublishResources does, and each later one is an
+// Update of it.
+type libraryPublisher struct {
+	client kubernetes.Interface
+	node   string
+	ctrl   *resourceslice.Controller
+
+	mu   sync.Mutex
+	errs []error // the controller's, through its ErrorHandler
+}
+
+func (l *libraryPublisher) publish(ctx context.Context, pools []discovery.Pool) ([]resourceslice.Slice, error) {
+	res := dradevices.Resources(l.node, pools)
+	if l.ctrl != nil {
+		l.ctrl.Update(&res)
+		return res.Pools[dradevices.PoolName(l.node, draPool)].Slices, nil
+	}
+	// ctx is the whole run's: the controller runs until stop, as the
+	// helper's runs until the plugin stops.
+	ctrl, err := resourceslice.StartController(ctx, resourceslice.Options{
+		DriverName: draDriver, KubeClient: l.client, Resources: &res,
+		Owner:        &resourceslice.Owner{APIVersion: "v1", Kind: "Node", Name: l.node},
+		ErrorHandler: l.handleError,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("starting the ResourceSlice controller: %w", err)
+	}
+	l.ctrl = ctrl
+	return res.Pools[dradevices.PoolName(l.node, draPool)].Slices, nil
+}
+
+func (l *libraryPublisher) handleError(_ context.Context, err error, msg string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.errs = append(l.errs, fmt.Errorf("%s: %w", msg, err))
+}
+
+// stop stops the controller and returns what it reported: a publish the
+// controller had to retry, or whose fields the API dropped, is not the
+// publish measured. A controller never started is no error.
+func (l *libraryPublisher) stop() error {
+	l.ctrl.Stop() // nil-safe
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return errors.Join(l.errs...)
+}
+
+// stats are the controller's own counts of its writes.
+func (l *libraryPublisher) stats() resourceslice.Stats { return l.ctrl.GetStats() }
+
+// floorPublisher writes the same slices with the typed client and
+// nothing else: a create for each slice, named and owned as the library
+// names and owns them; then, for a change, an update of each slice that
+// holds a changed device, in place (a device gone leaves its slice
+// shorter, the others as they were).
+type floorPublisher struct {
+	client kubernetes.Interface
+	node   *corev1.Node
+	stored []*resourceapi.ResourceSlice // as the API returned them
+}
+
+func (f *floorPublisher) publish(ctx context.Context, pools []discovery.Pool) ([]resourceslice.Slice, error) {
+	desired := dradevices.Resources(f.node.Name, pools).Pools[dradevices.PoolName(f.node.Name, draPool)].Slices
+	if f.stored == nil {
+		return desired, f.create(ctx, desired)
+	}
+	devices := map[string]resourceapi.Device{}
+	for _, s := range desired {
+		for _, d := range s.Devices {
+			devices[d.Name] = d
+		}
+	}
+	want := make([]resourceslice.Slice, len(f.stored))
+	for i, s := range f.stored {
+		changed, kept := false, make([]resourceapi.Device, 0, len(s.Spec.Devices))
+		for _, d := range s.Spec.Devices {
+			now, ok := devices[d.Name]
+			delete(devices, d.Name)
+			changed = changed || !ok || !resourceslice.DevicesDeepEqual([]resourceapi.Device{d}, []resourceapi.Device{now})
+			if ok {
+				kept = append(kept, now)
+			}
+		}
+		want[i] = resourceslice.Slice{Devices: kept}
+		if changed {
+			if err := f.update(ctx, i, kept); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if len(devices) > 0 {
+		return nil, fmt.Errorf("%w: %d devices are new", errNotMinimal, len(devices))
+	}
+	return want, nil
+}
+
+// create writes the slices, one create each, in order.
+func (f *floorPublisher) create(ctx context.Context, desired []resourceslice.Slice) error {
+	owner := metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: f.node.Name, UID: f.node.UID, Controller: ptr.To(true)}
+	// The library's index prefix: hexadecimal, at least 5 digits.
+	width := max(5, len(fmt.Sprintf("%x", max(len(desired)-1, 0))))
+	for i, s := range desired {
+		slice := &resourceapi.ResourceSlice{
+			ObjectMeta: metav1.ObjectMeta{
+				GenerateName:    fmt.Sprintf("%0*x-%s-%s-", width, i, draDriver, f.node.Name),
+				OwnerReferences: []metav1.OwnerReference{owner},
+			},
+			Spec: resourceapi.ResourceSliceSpec{
+				Driver:   draDriver,
+				Pool:     resourceapi.ResourcePool{Name: dradevices.PoolName(f.node.Name, draPool), Generation: 1, ResourceSliceCount: int64(len(desired))},
+				NodeName: ptr.To(f.node.Name),
+				Devices:  s.Devices,
+			},
+		}
+		got, err := f.client.ResourceV1().ResourceSlices().Create(ctx, slice, metav1.CreateOptions{})
+		if err != nil {
+			return fmt.Errorf("creating slice %d: %w", i, err)
+		}
+		f.stored = append(f.stored, got)
+	}
+	return nil
+}
+
+// update writes slice i with devices, guarded by the resourceVersion the
+// API returned last.
+func (f *floorPublisher) update(ctx context.Context, i int, devices []resourceapi.Device) error {
+	slice := f.stored[i].DeepCopy()
+	slice.Spec.Devices = devices
+	got, err := f.client.ResourceV1().ResourceSlices().Update(ctx, slice, metav1.UpdateOptions{})
+	if err != nil {
+		return fmt.Errorf("updating slice %d: %w", i, err)
+	}
+	f.stored[i] = got
+	return nil
+}
+
+func (f *floorPublisher) stop() error { return nil }
