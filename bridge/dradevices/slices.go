@@ -59,27 +59,40 @@ var cIdentifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 func Resources(node string, pools []discovery.Pool) resourceslice.DriverResources {
 	out := resourceslice.DriverResources{Pools: make(map[string]resourceslice.Pool, len(pools))}
 	for _, p := range pools {
-		devices := make([]resourceapi.Device, 0, len(p.Devices))
+		local := make([]spec.DeviceInfo, 0, len(p.Devices))
 		for _, d := range p.Devices {
-			if d.Healthy && !d.Shared {
-				devices = append(devices, Device(p, d))
+			if !d.Shared {
+				local = append(local, d)
 			}
 		}
-		out.Pools[PoolName(node, p.Name)] = resourceslice.Pool{Slices: chunk(devices)}
+		out.Pools[PoolName(node, p.Name)] = resourceslice.Pool{Slices: chunk(p, local)}
 	}
 	return out
 }
 
-// chunk splits devices into slices the API accepts. A pool with no device
-// is one empty slice: "no devices" is news to the scheduler, "no pool"
-// would leave it the last slices it saw.
-func chunk(devices []resourceapi.Device) []resourceslice.Slice {
+// chunk splits devices into slices the API accepts, each slice holding
+// the healthy ones of its run of maxDevicesPerSlice devices. A device's
+// slice is decided by its place among all of them, healthy or not, so
+// that one device turning unhealthy (or healthy again) changes one
+// slice: packing the healthy ones instead moved every later device into
+// the slice before, and the publishing library, which keeps a pool's
+// generation only for a change of one slice, rewrote every slice of the
+// pool under a new generation (bridge/SCALING.md, "Through DRA"). A pool
+// with no device is one empty slice: "no devices" is news to the
+// scheduler, "no pool" would leave it the last slices it saw.
+func chunk(p discovery.Pool, devices []spec.DeviceInfo) []resourceslice.Slice {
 	slices := []resourceslice.Slice{}
-	for len(devices) > maxDevicesPerSlice {
-		slices = append(slices, resourceslice.Slice{Devices: devices[:maxDevicesPerSlice]})
-		devices = devices[maxDevicesPerSlice:]
+	for start := 0; start == 0 || start < len(devices); start += maxDevicesPerSlice {
+		run := devices[start:min(start+maxDevicesPerSlice, len(devices))]
+		s := resourceslice.Slice{Devices: make([]resourceapi.Device, 0, len(run))}
+		for _, d := range run {
+			if d.Healthy {
+				s.Devices = append(s.Devices, Device(p, d))
+			}
+		}
+		slices = append(slices, s)
 	}
-	return append(slices, resourceslice.Slice{Devices: devices})
+	return slices
 }
 
 // Device is d of pool p as a DRA device.

@@ -2,6 +2,8 @@ package dradevices
 
 import (
 	"fmt"
+	"reflect"
+	"slices"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -126,5 +128,32 @@ func TestCDIKindDefault(t *testing.T) {
 	p.Conf.Args = nil
 	if got := cdiKind(p); got != "cdi.local/gpu" {
 		t.Errorf("cdiKind = %q, want the plugins' default cdi.local/gpu", got)
+	}
+}
+
+// One device turning unhealthy changes its own slice only: the others
+// keep their devices, so the publisher rewrites one slice, not the pool.
+func TestUnhealthyDeviceChangesOneSlice(t *testing.T) {
+	devs := make([]spec.DeviceInfo, 300)
+	for i := range devs {
+		devs[i] = spec.DeviceInfo{ID: fmt.Sprintf("tty%d", i), Resource: "gpu", Healthy: true, Capacity: 1}
+	}
+	before := Resources("n", []discovery.Pool{gpuPool(devs...)}).Pools["n/gpu-drm"].Slices
+	devs[5].Healthy = false
+	after := Resources("n", []discovery.Pool{gpuPool(devs...)}).Pools["n/gpu-drm"].Slices
+	if len(after) != len(before) {
+		t.Fatalf("%d slices after, %d before", len(after), len(before))
+	}
+	var changed []int
+	for i := range after {
+		if !reflect.DeepEqual(after[i], before[i]) {
+			changed = append(changed, i)
+		}
+	}
+	if !slices.Equal(changed, []int{0}) {
+		t.Errorf("slices %v changed, want [0] only", changed)
+	}
+	if n := len(after[0].Devices); n != maxDevicesPerSlice-1 {
+		t.Errorf("the first slice holds %d devices, want %d", n, maxDevicesPerSlice-1)
 	}
 }
