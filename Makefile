@@ -35,7 +35,8 @@ help:
 	@echo "make lint           gofmt, go vet, staticcheck, and go.mod tidy in both modules"
 	@echo "make bench          benchmarks: the plugins' and the bridge's (go test -bench, benchstat), then the cluster"
 	@echo "                    simulation; tables of ratios against floors measured in the same run"
-	@echo "                    (BENCH=\"-rounds 50\" and SIM=\"-sim-nodes 10\" size the bridge's parts)"
+	@echo "                    (BENCH=\"-rounds 50\" and SIM=\"-sim-nodes 10\" size the bridge's parts); then,"
+	@echo "                    on the real node (root), pod start through DRA against the device plugins"
 	@echo "make demo           build, install into a temporary prefix and walk through the protocol"
 	@echo "make manifests      the kustomize layout in bridge/deploy, from its Helm chart (bridge/deploy/chart)"
 	@echo "make image          the bridge's multi-arch image as an OCI layout, bin/cdi-bridge-image.tar (IMAGE=name:tag, ARCHES=\"amd64 arm64\")"
@@ -199,11 +200,14 @@ lint:
 # BenchmarkRoundTrip and BenchmarkStartup (plugins/bench) and of
 # BenchmarkAllocate (bridge/bench) are set against their floors by
 # benchstat, pinned as staticcheck is. BENCH="-rounds 50" and
-# SIM="-sim-nodes 10" size the bridge's parts.
+# SIM="-sim-nodes 10" size the bridge's parts. Last, on the real node
+# (bridge/e2e/node, root; it skips without), a pod's start through DRA
+# against the device plugins: PODSTART="-podstart-rounds 50" sizes it.
 BENCHSTAT := golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
-BENCH ?=
-SIM   ?=
-bench: kube-apiserver
+BENCH    ?=
+SIM      ?=
+PODSTART ?=
+bench: kube-apiserver node-bins
 	$(GO) test -run '^$$' -bench '^BenchmarkPlugins$$' -benchtime 1x -timeout 30m ./plugins/bench
 	$(GO) test -run '^$$' -bench '^Benchmark(RoundTrip|Startup)$$' -count 6 ./plugins/bench > bin/bench-plugins.txt || \
 		{ cat bin/bench-plugins.txt; exit 1; }
@@ -213,6 +217,9 @@ bench: kube-apiserver
 		{ cat bin/bench-allocate.txt; exit 1; }
 	$(GO) run $(BENCHSTAT) -col /subject bin/bench-allocate.txt
 	cd $(E2E) && KUBE_APISERVER=$(KUBE_APISERVER) $(GO) run ./cmd/clustersim $(SIM)
+	cd $(E2E) && KUBE_APISERVER=$(KUBE_APISERVER) KUBELET=$(KUBELET) CONTAINERD_BIN_DIR=$(CONTAINERD_BIN_DIR) \
+		KUBE_SCHEDULER=$(KUBE_SCHEDULER) KUBE_CONTROLLER_MANAGER=$(KUBE_CONTROLLER_MANAGER) \
+		$(GO) test -run '^$$' -bench '^BenchmarkPodStart$$' -benchtime 1x -timeout 20m ./node $(PODSTART)
 
 demo: build
 	./testdata/demo.sh

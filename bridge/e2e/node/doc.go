@@ -44,6 +44,10 @@
 //     resource the old way (an extended resource, KEP-5004). Its kubelet
 //     directory and CDI spec directory are fresh.
 //
+// BenchmarkPodStart runs a node as TestDRA does and times pods from their
+// creation to their container running, through the device plugins and
+// then through DRA, for the same terminals.
+//
 // # Namespaces
 //
 // The test needs root, and leaves the machine as it found it. TestMain
