@@ -2,8 +2,11 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -98,7 +103,9 @@ func (n *DRANode) StartBridge(t testing.TB, viaDRA bool) {
 	timed(t, "the terminals offered", func() {
 		var err error
 		if viaDRA {
-			_, err = n.waitSlices(t.Context(), ttysOffered, slicesWait)
+			if _, err = n.waitSlices(t.Context(), ttysOffered, slicesWait); err == nil {
+				err = waitDRARegistered(t.Context(), true)
+			}
 		} else {
 			err = n.WaitFree(t.Context(), domain+"/"+draPool, ttysOffered)
 		}
@@ -106,6 +113,19 @@ func (n *DRANode) StartBridge(t testing.TB, viaDRA bool) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// StopBridge stops the bridge and waits until the kubelet no longer has
+// its DRA driver registered: a new bridge's registration must be the
+// kubelet's new one, not the old one it has yet to drop.
+func (n *DRANode) StopBridge(t testing.TB) {
+	t.Helper()
+	if err := n.Bridge.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitDRARegistered(t.Context(), false); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // bindFresh binds a new directory of the node's over each of dirs, for the
@@ -218,7 +238,8 @@ func (n *DRANode) waitSlices(ctx context.Context, count int, within time.Duratio
 // Bounds of the wait for the slices after a kubelet restart: for the
 // kubelet's deletion of them, which it starts as it starts, then for the
 // bridge to publish them again, which the DRA library does 30 seconds
-// after the deletion (resourceslice.DefaultSyncDelay).
+// after the deletion (resourceslice.DefaultSyncDelay), or a minute after
+// their creation if that is later (resourceslice.DefaultMutationCacheTTL).
 const (
 	wipeWait      = 15 * time.Second
 	republishWait = 2 * time.Minute
@@ -249,4 +270,85 @@ func newScheduledPod(name, reportDir string, limits map[string]int64, template s
 		p.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "devices"}}
 	}
 	return p
+}
+
+// The kubelet's view of the bridge's DRA driver: its registration socket
+// (kubeletplugin's <driver>-reg.sock) in the kubelet's plugin manager,
+// from the kubelet's metrics, served on its port with the self-signed
+// certificate it made for the node's name.
+const (
+	kubeletMetrics  = "https://127.0.0.1:10250/metrics"
+	kubeletCert     = kubeletDir + "/pki/kubelet.crt"
+	draRegistration = kubeletDir + "/plugins_registry/" + domain + "-reg.sock"
+	// registrationWait bounds the wait for the kubelet to register the
+	// driver, or to drop it: its plugin manager looks every second.
+	registrationWait = 30 * time.Second
+)
+
+// waitDRARegistered waits until the kubelet has the bridge's DRA driver
+// registered, or, when !want, no longer has it. A claim prepared before
+// the kubelet registered the driver fails ("DRA driver cdi.local is not
+// registered"), and the kubelet tries that pod again only at its next
+// sync of it, a minute later.
+func waitDRARegistered(ctx context.Context, want bool) error {
+	ctx, cancel := context.WithTimeout(ctx, registrationWait)
+	defer cancel()
+	var last string
+	for ; ctx.Err() == nil; time.Sleep(pollInterval) {
+		got, err := kubeletPluginRegistered(ctx, draRegistration)
+		if err == nil && got == want {
+			return nil
+		}
+		last = fmt.Sprintf("registered: %v (%v)", got, err)
+	}
+	return fmt.Errorf("the kubelet's registration of %s not %v within %v: %s", draRegistration, want, registrationWait, last)
+}
+
+// kubeletPluginRegistered reports whether the kubelet's plugin manager has
+// registered the plugin of socket: it is in its actual state of the world
+// (plugin_manager_total_plugins).
+func kubeletPluginRegistered(ctx context.Context, socket string) (bool, error) {
+	client, err := kubeletClient()
+	if err != nil {
+		return false, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, kubeletMetrics, nil)
+	if err != nil {
+		return false, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return false, fmt.Errorf("the kubelet's metrics: %w", err)
+	}
+	for _, m := range families["plugin_manager_total_plugins"].GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if labels["socket_path"] == socket && labels["state"] == "actual_state_of_world" && m.GetGauge().GetValue() > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// kubeletClient is an HTTPS client that trusts the kubelet's self-signed
+// certificate for the node's name.
+func kubeletClient() (*http.Client, error) {
+	pem, err := os.ReadFile(kubeletCert)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s: no certificate", kubeletCert)
+	}
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: Name}}
+	return &http.Client{Transport: tr, Timeout: 10 * time.Second}, nil
 }

@@ -75,10 +75,13 @@ func testUnprepare(t *testing.T, n *DRANode, a *ClaimPod) *ClaimPod {
 // when it starts (NewDRAPluginManager in
 // k8s.io/kubernetes/pkg/kubelet/cm/dra/plugin, 1.36: no driver has
 // registered yet), and the bridge's slice controller publishes them
-// again, once the DRA library's sync delay after the deletion has passed
-// (resourceslice.DefaultSyncDelay, 30 seconds, which the kubelet-plugin
-// library does not let a driver change). Until then the scheduler has no
-// terminal to allocate, so the new pod is created once they are back.
+// again: 30 seconds after the deletion (resourceslice.DefaultSyncDelay,
+// which the kubelet-plugin library does not let a driver change), or, for
+// slices created less than a minute before, a minute after their
+// creation, as here: the library's mutation cache keeps a slice it
+// created for a minute (DefaultMutationCacheTTL), and its sync takes the
+// deleted slice for still there until then. Until then the scheduler has
+// no terminal to allocate, so the new pod is created once they are back.
 func testDRAKubeletRestart(t *testing.T, n *DRANode, running []*ClaimPod) *ClaimPod {
 	sw, before, err := n.watchSlices(t.Context())
 	if err != nil {
@@ -100,6 +103,9 @@ func testDRAKubeletRestart(t *testing.T, n *DRANode, running []*ClaimPod) *Claim
 	if got, want := poolDevices(after), poolDevices(before); !maps.Equal(got, want) {
 		t.Errorf("after the kubelet's restart the slices list devices %v, before it %v", got, want)
 	}
+	if err := waitDRARegistered(t.Context(), true); err != nil {
+		t.Fatal(err)
+	}
 	d := n.RunClaimPod(t, "after-kubelet-restart", oneTerminalTpl, nil, 1)
 	n.CheckStillRunning(t, pods(running)...)
 	sw.Stop()
@@ -112,16 +118,26 @@ func testDRAKubeletRestart(t *testing.T, n *DRANode, running []*ClaimPod) *Claim
 // DELETED event, and the slices' UIDs are the same), the claims prepared
 // before stay recorded, a new claim is prepared, and a pod prepared
 // before the restart is unprepared correctly when deleted after it.
+//
+// The new pod is created once the kubelet has registered the new bridge's
+// driver: the bridge is ready (/readyz) when its device plugins have
+// registered, which says nothing of its DRA driver, and a claim the
+// kubelet fails to prepare for want of the driver is tried again only at
+// the kubelet's next sync of the pod, a minute later.
 func testDRABridgeRestart(t *testing.T, n *DRANode, running []*ClaimPod) {
 	sw, before, err := n.watchSlices(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	stopped := time.Now()
-	if err := n.Bridge.Restart(); err != nil {
+	n.StopBridge(t)
+	if err := n.Bridge.Start(); err != nil {
 		t.Fatal(err)
 	}
 	if err := waitBridgeReady(t.Context(), n.Bridge); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitDRARegistered(t.Context(), true); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range running {

@@ -61,9 +61,7 @@ func BenchmarkPodStart(b *testing.B) {
 // switchBridge stops the bridge and starts it again serving the
 // terminals through DRA, or as a device plugin.
 func (n *DRANode) switchBridge(b *testing.B, viaDRA bool) {
-	if err := n.Bridge.Stop(); err != nil {
-		b.Fatal(err)
-	}
+	n.StopBridge(b)
 	n.StartBridge(b, viaDRA)
 }
 
