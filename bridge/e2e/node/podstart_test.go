@@ -76,11 +76,11 @@ func (n *DRANode) timePodStarts(b *testing.B, prefix string, rounds int, viaDRA 
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			b.Fatal(err)
 		}
-		pod := newScheduledPod(name, dir, map[string]int64{domain + "/" + draPool: 1}, "")
+		limits, template := map[string]int64{domain + "/" + draPool: 1}, ""
 		if viaDRA {
-			pod = newScheduledPod(name, dir, nil, oneTerminalTpl)
+			limits, template = nil, oneTerminalTpl
 		}
-		d, err := n.timePodStart(b.Context(), pod)
+		d, err := n.timePodStart(b.Context(), newScheduledPod(name, dir, limits, template))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -145,10 +145,14 @@ func (n *DRANode) waitTerminalsFree(ctx context.Context, viaDRA bool) error {
 	for ; ctx.Err() == nil; time.Sleep(pollInterval) {
 		if viaDRA {
 			claims, err := n.Cluster.Client.ResourceV1().ResourceClaims(PodNamespace).List(ctx, metav1.ListOptions{})
-			if err == nil && len(claims.Items) == 0 {
+			if err != nil {
+				last = err.Error()
+				continue
+			}
+			if len(claims.Items) == 0 {
 				return nil
 			}
-			last = fmt.Sprintf("claims left: %v (%v)", claims, err)
+			last = fmt.Sprintf("claim %s left", claims.Items[0].Name)
 			continue
 		}
 		free, err := freeDevices(ctx, n.PodResources, domain+"/"+draPool)
