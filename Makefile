@@ -36,7 +36,8 @@ help:
 	@echo "make bench          benchmarks: the plugins' and the bridge's (go test -bench, benchstat), the DRA front end's"
 	@echo "                    ResourceSlice publishing, then the cluster simulation; tables of ratios against floors"
 	@echo "                    measured in the same run (BENCH=\"-rounds 50 -dra-rounds 10\" and SIM=\"-sim-nodes 10\""
-	@echo "                    size the bridge's parts)"
+	@echo "                    size the bridge's parts); then, on the real node (root), pod start through DRA"
+	@echo "                    against the device plugins (PODSTART=\"-podstart-rounds 50\")"
 	@echo "make demo           build, install into a temporary prefix and walk through the protocol"
 	@echo "make manifests      the kustomize layout in bridge/deploy, from its Helm chart (bridge/deploy/chart)"
 	@echo "make image          the bridge's multi-arch image as an OCI layout, bin/cdi-bridge-image.tar (IMAGE=name:tag, ARCHES=\"amd64 arm64\")"
@@ -205,11 +206,14 @@ lint:
 # BenchmarkAllocate (bridge/bench) are set against their floors by
 # benchstat, pinned as staticcheck is. BENCH="-rounds 50" and
 # SIM="-sim-nodes 10" size the bridge's parts (-dra-devices and
-# -dra-rounds in BENCH, the DRA table's).
+# -dra-rounds in BENCH, the DRA table's). Last, on the real node
+# (bridge/e2e/node, root; it skips without), a pod's start through DRA
+# against the device plugins: PODSTART="-podstart-rounds 50" sizes it.
 BENCHSTAT := golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
-BENCH ?=
-SIM   ?=
-bench: kube-apiserver
+BENCH    ?=
+SIM      ?=
+PODSTART ?=
+bench: kube-apiserver node-bins
 	$(GO) test -run '^$$' -bench '^BenchmarkPlugins$$' -benchtime 1x -timeout 30m ./plugins/bench
 	$(GO) test -run '^$$' -bench '^Benchmark(RoundTrip|Startup)$$' -count 6 ./plugins/bench > bin/bench-plugins.txt || \
 		{ cat bin/bench-plugins.txt; exit 1; }
@@ -220,6 +224,9 @@ bench: kube-apiserver
 	$(GO) run $(BENCHSTAT) -col /subject bin/bench-allocate.txt
 	KUBE_APISERVER=$(KUBE_APISERVER) $(GO) test -run '^$$' -bench '^BenchmarkDRAPublish$$' -benchtime 1x -timeout 30m ./bridge/bench $(BENCH)
 	cd $(E2E) && KUBE_APISERVER=$(KUBE_APISERVER) $(GO) run ./cmd/clustersim $(SIM)
+	cd $(E2E) && KUBE_APISERVER=$(KUBE_APISERVER) KUBELET=$(KUBELET) CONTAINERD_BIN_DIR=$(CONTAINERD_BIN_DIR) \
+		KUBE_SCHEDULER=$(KUBE_SCHEDULER) KUBE_CONTROLLER_MANAGER=$(KUBE_CONTROLLER_MANAGER) \
+		$(GO) test -run '^$$' -bench '^BenchmarkPodStart$$' -benchtime 1x -timeout 20m ./node $(PODSTART)
 
 demo: build
 	./testdata/demo.sh

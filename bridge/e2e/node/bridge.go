@@ -190,18 +190,21 @@ func waitBridgeReady(ctx context.Context, bridge *Proc) error {
 }
 
 // StartBridge starts cdi-bridge as the DaemonSet runs it, but as a process
-// with the test's drop-ins, plugins and credentials, and quick reclaim.
-func StartBridge(t testing.TB, l Layout, c *Cluster, node, confDir string) *Proc {
+// with the test's drop-ins, plugins and credentials, and quick reclaim;
+// extra sets flags beyond those (--dra-pools, say).
+func StartBridge(t testing.TB, l Layout, c *Cluster, node, confDir string, extra map[string]string) *Proc {
 	t.Helper()
 	args, err := daemonSetArgs(filepath.Join(l.Repo, deployDir, "daemonset.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	args, err = withFlags(args, map[string]string{
+	set := map[string]string{
 		"node-name": node, "namespace": c.Namespace, "kubeconfig": c.BridgeKubeconfig,
 		"conf-dir": confDir, "plugin-path": l.Bin,
 		"reclaim-grace": reclaimGrace.String(), "reclaim-period": reclaimPeriod.String(),
-	})
+	}
+	maps.Copy(set, extra)
+	args, err = withFlags(args, set)
 	if err != nil {
 		t.Fatal(err)
 	}

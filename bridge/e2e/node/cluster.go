@@ -108,7 +108,7 @@ func (c *Cluster) applyDeploy(ctx context.Context, dir string) (account string, 
 			if obj.GetKind() == "ServiceAccount" {
 				account = obj.GetName()
 			}
-			if err := c.create(ctx, mapper, filepath.Join(dir, res), obj); err != nil {
+			if err := c.create(ctx, mapper, filepath.Join(dir, res), obj, c.Namespace); err != nil {
 				return "", err
 			}
 		}
@@ -119,9 +119,10 @@ func (c *Cluster) applyDeploy(ctx context.Context, dir string) (account string, 
 	return account, nil
 }
 
-// create creates one object of file, in the kustomization's namespace.
-// A CRD is waited for until its resources are served.
-func (c *Cluster) create(ctx context.Context, mapper meta.RESTMapper, file string, obj *unstructured.Unstructured) error {
+// create creates one object of file, in namespace ns where it has one; a
+// ServiceAccount subject with no namespace is given the bridge's. A CRD is
+// waited for until its resources are served.
+func (c *Cluster) create(ctx context.Context, mapper meta.RESTMapper, file string, obj *unstructured.Unstructured, ns string) error {
 	switch obj.GetKind() {
 	case "DaemonSet":
 		return nil
@@ -135,8 +136,8 @@ func (c *Cluster) create(ctx context.Context, mapper meta.RESTMapper, file strin
 	}
 	var r dynamic.ResourceInterface = c.Dynamic.Resource(m.Resource)
 	if m.Scope.Name() == meta.RESTScopeNameNamespace {
-		obj.SetNamespace(c.Namespace)
-		r = c.Dynamic.Resource(m.Resource).Namespace(c.Namespace)
+		obj.SetNamespace(ns)
+		r = c.Dynamic.Resource(m.Resource).Namespace(ns)
 	}
 	if err := setSubjectNamespaces(obj, c.Namespace); err != nil {
 		return err

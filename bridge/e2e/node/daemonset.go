@@ -52,7 +52,7 @@ func StartDaemonSetNode(t *testing.T, l Layout) *Node {
 		t.Fatal(err)
 	}
 	timed(t, "etcd and kube-apiserver", func() { n.Cluster = StartCluster(t, l, Name) })
-	timed(t, "kube-controller-manager and kube-scheduler", func() { startControllers(t, l, n.Cluster) })
+	timed(t, "kube-controller-manager and kube-scheduler", func() { startControllers(t, l, n.Cluster, daemonSetControllers) })
 	n.startKubelet(t)
 	if out, err := n.Containerd.Ctr(t.Context(), "images", "import", "--snapshotter", n.Containerd.Snapshotter,
 		"--platform", "linux/"+runtime.GOARCH, filepath.Join(l.Bin, bridgeImageTar)); err != nil {
@@ -105,12 +105,16 @@ func privateHostDirs(t *testing.T, l Layout) error {
 	return nil
 }
 
-// startControllers starts the controllers a DaemonSet's pod needs, with
-// the admin's credentials: the DaemonSet controller makes the pod, the
-// service account and root CA publishers give its namespace what its
-// projected token volume mounts, the node lifecycle controller lifts the
-// not-ready taint; kube-scheduler binds the pod to the node.
-func startControllers(t *testing.T, l Layout, c *Cluster) {
+// daemonSetControllers are the controllers a DaemonSet's pod needs: the
+// DaemonSet controller makes the pod, the service account and root CA
+// publishers give its namespace what its projected token volume mounts,
+// the node lifecycle controller lifts the not-ready taint.
+const daemonSetControllers = "daemonset-controller,root-ca-certificate-publisher-controller,serviceaccount-controller,node-lifecycle-controller"
+
+// startControllers starts kube-controller-manager with controllers (its
+// --controllers) and kube-scheduler, which binds pods to the node, with
+// the admin's credentials.
+func startControllers(t testing.TB, l Layout, c *Cluster, controllers string) {
 	t.Helper()
 	admin := c.Env.Kubeconfig(t, apitest.AdminUser)
 	ca := l.Path("apiserver-ca.crt")
@@ -120,7 +124,7 @@ func startControllers(t *testing.T, l Layout, c *Cluster) {
 	common := []string{"--kubeconfig=" + admin, "--authentication-kubeconfig=" + admin,
 		"--authorization-kubeconfig=" + admin, "--leader-elect=false", "--bind-address=127.0.0.1"}
 	StartProc(t, l, "kube-controller-manager", nil, append([]string{l.Programs.ControllerManager,
-		"--controllers=daemonset-controller,root-ca-certificate-publisher-controller,serviceaccount-controller,node-lifecycle-controller",
+		"--controllers=" + controllers,
 		"--root-ca-file=" + ca}, common...)...)
 	StartProc(t, l, "kube-scheduler", nil, append([]string{l.Programs.Scheduler}, common...)...)
 }

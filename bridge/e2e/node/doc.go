@@ -11,8 +11,8 @@
 // KUBE_CONTROLLER_MANAGER and CONTAINERD_BIN_DIR). Without root the test
 // skips; with the CI environment variable set, a missing program fails it.
 //
-// Two tests each run a node of their own, one after the other in the same
-// namespaces:
+// Three tests each run a node of their own, one after the other in the
+// same namespaces:
 //
 //   - TestNode runs cdi-bridge as a process with the test's drop-ins
 //     ("The bridge" below), and pods that name their node: no scheduler,
@@ -32,6 +32,21 @@
 //     the default install offers no terminal and no camera, that a
 //     workload gets a terminal once a drop-in offers one, and a rolling
 //     update of the DaemonSet under that workload.
+//   - TestDRA runs the bridge as a process, as TestNode does, with
+//     --dra-pools=tty-generic: the terminals are served through DRA, the
+//     cameras still by the device plugins. kube-controller-manager's claim
+//     controller makes the pods' claims from the example templates
+//     (bridge/deploy/examples/dra, applied with their DeviceClasses and
+//     RBAC), kube-scheduler allocates them from the bridge's
+//     ResourceSlices, and the kubelet has the bridge prepare them. It
+//     covers unprepare on a pod's deletion, restarts of the kubelet and
+//     the bridge, and a pod that asks for the pool's device-plugin
+//     resource the old way (an extended resource, KEP-5004). Its kubelet
+//     directory and CDI spec directory are fresh.
+//
+// BenchmarkPodStart runs a node as TestDRA does and times pods from their
+// creation to their container running, through the device plugins and
+// then through DRA, for the same terminals.
 //
 // # Namespaces
 //
@@ -69,7 +84,11 @@
 // bridge/deploy/rbac.yaml applied unchanged (as kustomize renders it),
 // authenticating with a token the API server issues for that
 // ServiceAccount, so the test proves the shipped RBAC suffices. In
-// TestDaemonSet the pod's projected token is that identity.
+// TestDaemonSet the pod's projected token is that identity. In TestDRA
+// the bridge has the DRA front end's ClusterRole of
+// bridge/deploy/examples/dra/rbac.yaml besides, and no more; in every
+// test, a line of the bridge's log in which the API server refused it
+// something fails the test.
 //
 // Its drop-ins are made by the test: generic-tty over this machine's real
 // /dev/ttyN (a few of the highest-numbered ones) and endpoint with two
@@ -90,5 +109,9 @@
 // test's expectations: the kubelet's PodResources API says which device
 // ids the pod's container holds, the Instance objects say which slot of
 // which device each id is, and the plugins' LIST says what ADD returned for
-// that slot (device nodes, environment).
+// that slot (device nodes, environment). In TestDRA the claim's
+// allocation says which devices of the bridge's ResourceSlices the pod
+// has, the ADDs' request-ids are <claim UID>-<n>, and the plugins' LIST,
+// the bridge's checkpoint and the claim's CDI spec file must all name
+// them.
 package node

@@ -53,7 +53,7 @@ func runInside(m *testing.M, l *Layout) int {
 // requireNode skips or fails the test where the node cannot run: it
 // fails when the CI environment variable is set, unless the test is not
 // run as root (which is how it is run, not what the machine lacks).
-func requireNode(t *testing.T) Layout {
+func requireNode(t testing.TB) Layout {
 	t.Helper()
 	switch {
 	case layout != nil:

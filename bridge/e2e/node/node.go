@@ -55,7 +55,7 @@ func StartNode(t *testing.T, l Layout) *Node {
 	if n.DropIns, err = WriteDropIns(n.ConfDir, l.Path("cdi-state")); err != nil {
 		t.Fatal(err)
 	}
-	timed(t, "cdi-bridge (to ready)", func() { n.Bridge = StartBridge(t, l, n.Cluster, Name, n.ConfDir) })
+	timed(t, "cdi-bridge (to ready)", func() { n.Bridge = StartBridge(t, l, n.Cluster, Name, n.ConfDir, nil) })
 	timed(t, "the bridge's resources in the Node's allocatable", func() { n.waitResources(t) })
 	return n
 }
@@ -63,7 +63,7 @@ func StartNode(t *testing.T, l Layout) *Node {
 // startKubelet starts containerd and the kubelet, connects to the
 // kubelet's PodResources API, and has the test's pods deleted when the
 // test ends.
-func (n *Node) startKubelet(t *testing.T) {
+func (n *Node) startKubelet(t testing.TB) {
 	t.Helper()
 	timed(t, "containerd", func() { n.Containerd = StartContainerd(t, n.Layout) })
 	timed(t, "kubelet (to Node Ready)", func() {
@@ -79,7 +79,7 @@ func (n *Node) startKubelet(t *testing.T) {
 }
 
 // timed runs step and logs how long it took.
-func timed(t *testing.T, what string, step func()) {
+func timed(t testing.TB, what string, step func()) {
 	t.Helper()
 	start := time.Now()
 	step()
