@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	resourceapi "k8s.io/api/resource/v1"
@@ -15,6 +17,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 )
 
 // Device is one device a prepared claim gives its containers.
@@ -69,7 +72,33 @@ type Config struct {
 // Driver is a running kubelet plugin.
 type Driver struct {
 	helper *kubeletplugin.Helper
+	// ctx is Start's, with the library's logger: the slice controller
+	// runs until it ends, or until Stop.
+	ctx     context.Context
+	node    string
+	driver  string
+	client  kubernetes.Interface
+	onError func(context.Context, error, string)
+	reg     *registration
+	mu      sync.Mutex
+	slices  *resourceslice.Controller // nil before the first publish
 }
+
+// How the node's ResourceSlices are kept. The kubelet deletes every
+// ResourceSlice of its node when it starts (Kubernetes 1.36: no driver
+// has registered yet); the library's defaults then publish them again
+// 30 s after the deletion (its sync delay), or a minute after they were
+// created if that is later (its mutation cache keeps a slice it created
+// for a minute and takes it for still there). A node then offers nothing
+// to the scheduler for that long after every kubelet restart. Here a
+// deleted slice is written again SliceSyncDelay after the deletion is
+// seen. The cache is what keeps a second slice from being created while
+// the informer has not yet seen the first; the API server's watch
+// delivers a node's few slices in well under its TTL.
+const (
+	SliceSyncDelay = time.Second
+	SliceCacheTTL  = 5 * time.Second
+)
 
 var _ Publisher = (*Driver)(nil)
 
@@ -105,19 +134,59 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	if cfg.RegistrarDir != "" {
 		opts = append(opts, kubeletplugin.RegistrarDirectoryPath(cfg.RegistrarDir))
 	}
-	h, err := kubeletplugin.Start(ctx, &plugin{devices: cfg.Devices, log: log, onFatal: cfg.OnFatal}, opts...)
+	reg := &registration{}
+	opts = append(opts, kubeletplugin.GRPCInterceptor(reg.observe))
+	p := &plugin{devices: cfg.Devices, log: log, onFatal: cfg.OnFatal}
+	h, err := kubeletplugin.Start(ctx, p, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("starting the DRA kubelet plugin %s: %w", cfg.DriverName, err)
 	}
-	return &Driver{helper: h}, nil
+	return &Driver{helper: h, ctx: ctx, node: cfg.NodeName, driver: cfg.DriverName, client: cfg.Client,
+		onError: p.publishError, reg: reg}, nil
 }
 
-// PublishResources hands the node's slices to the library's controller,
-// which writes them in the background.
-func (d *Driver) PublishResources(ctx context.Context, resources resourceslice.DriverResources) error {
-	return d.helper.PublishResources(ctx, resources)
+// PublishResources hands the node's slices to the slice controller,
+// which writes them in the background; the first call starts it. It is
+// the library's controller with the Node as owner, as
+// kubeletplugin.Helper.PublishResources starts it, but with
+// SliceSyncDelay and SliceCacheTTL, which the Helper does not let a
+// driver set.
+func (d *Driver) PublishResources(_ context.Context, resources resourceslice.DriverResources) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	res := &resourceslice.DriverResources{Pools: resources.Pools}
+	if d.slices != nil {
+		d.slices.Update(res)
+		return nil
+	}
+	owner := &resourceslice.Owner{APIVersion: "v1", Kind: "Node", Name: d.node}
+	c, err := resourceslice.StartController(d.ctx, resourceslice.Options{
+		DriverName: d.driver, KubeClient: d.client, Owner: owner, Resources: res,
+		SyncDelay: ptr.To(SliceSyncDelay), MutationCacheTTL: ptr.To(SliceCacheTTL), ErrorHandler: d.onError,
+	})
+	if err != nil {
+		return fmt.Errorf("starting the ResourceSlice controller: %w", err)
+	}
+	d.slices = c
+	return nil
 }
+
+// ErrNotRegistered is wrapped by Registered's error until the kubelet has
+// registered the driver.
+var ErrNotRegistered = errors.New("DRA driver not registered with the kubelet")
+
+// Registered is nil once the kubelet has registered the driver: before,
+// it refuses to prepare the driver's claims, and a pod it refused waits
+// for the kubelet's next look at it, up to a minute later.
+func (d *Driver) Registered() error { return d.reg.err() }
 
 // Stop unregisters the driver and waits for its goroutines. The slices
 // stay: a bridge restarting must not make the scheduler see no devices.
-func (d *Driver) Stop() { d.helper.Stop() }
+func (d *Driver) Stop() {
+	d.helper.Stop()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.slices != nil {
+		d.slices.Stop()
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
+	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/cdiexec/cdi/bridge/dra"
 	"github.com/cdiexec/cdi/bridge/dra/dratest"
@@ -47,6 +48,19 @@ func allocatedClaim(uid types.UID) *resourceapi.ResourceClaim {
 // client of its DRA socket.
 func startDriver(t *testing.T, devices dra.Devices, claims ...*resourceapi.ResourceClaim) drapbv1.DRAPluginClient {
 	t.Helper()
+	_, dir := startDriverIn(t, devices, claims...)
+	conn, err := grpc.NewClient("unix://"+filepath.Join(dir, "plugin", "dra.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return drapbv1.NewDRAPluginClient(conn)
+}
+
+// startDriverIn starts a Driver over devices, with its sockets under the
+// directory it returns: plugin/dra.sock and registry/cdi.local-reg.sock.
+func startDriverIn(t *testing.T, devices dra.Devices, claims ...*resourceapi.ResourceClaim) (*dra.Driver, string) {
+	t.Helper()
 	dir := shortDir(t)
 	var objs []runtime.Object
 	for _, c := range claims {
@@ -69,12 +83,37 @@ func startDriver(t *testing.T, devices dra.Devices, claims ...*resourceapi.Resou
 			t.Fatalf("socket: %v", err)
 		}
 	}
-	conn, err := grpc.NewClient("unix://"+filepath.Join(dir, "plugin", "dra.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	return d, dir
+}
+
+// The driver is registered once the kubelet says so over the
+// registration socket, and not when it says registration failed.
+func TestRegistered(t *testing.T) {
+	d, dir := startDriverIn(t, &dratest.Devices{})
+	if err := d.Registered(); !errors.Is(err, dra.ErrNotRegistered) {
+		t.Fatalf("before the kubelet answered: %v, want ErrNotRegistered", err)
+	}
+	conn, err := grpc.NewClient("unix://"+filepath.Join(dir, "registry", "cdi.local-reg.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { conn.Close() })
-	return drapbv1.NewDRAPluginClient(conn)
+	defer conn.Close()
+	kubelet := registerapi.NewRegistrationClient(conn)
+	ctx := t.Context()
+	if _, err := kubelet.GetInfo(ctx, &registerapi.InfoRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kubelet.NotifyRegistrationStatus(ctx, &registerapi.RegistrationStatus{PluginRegistered: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Registered(); err != nil {
+		t.Errorf("after the kubelet registered it: %v", err)
+	}
+	// The library answers a failed registration with an error of its own.
+	_, _ = kubelet.NotifyRegistrationStatus(ctx, &registerapi.RegistrationStatus{Error: "version not supported"})
+	if err := d.Registered(); !errors.Is(err, dra.ErrNotRegistered) {
+		t.Errorf("after the kubelet refused it: %v, want ErrNotRegistered", err)
+	}
 }
 
 func TestPrepareAndUnprepareOverTheSocket(t *testing.T) {

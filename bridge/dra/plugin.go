@@ -3,6 +3,7 @@ package dra
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -68,4 +69,11 @@ func (p *plugin) HandleError(_ context.Context, err error, msg string) {
 	}
 	p.log.Error("DRA kubelet plugin failed: "+msg, "error", err)
 	p.onFatal(err)
+}
+
+// publishError is the slice controller's ErrorHandler: it retries every
+// error itself, so each is recoverable, as kubeletplugin's own handler
+// treats them.
+func (p *plugin) publishError(ctx context.Context, err error, msg string) {
+	p.HandleError(ctx, fmt.Errorf("%w: %w", kubeletplugin.ErrRecoverable, err), msg)
 }

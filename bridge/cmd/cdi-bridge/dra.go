@@ -28,7 +28,9 @@ type draFrontEnd struct {
 	preparer  *dradevices.Preparer
 	publisher dra.Publisher
 	getClaim  dradevices.GetClaim
-	log       *slog.Logger
+	// registered is nil once the kubelet has registered the driver.
+	registered func() error
+	log        *slog.Logger
 
 	// pending is the newest slices not yet handed to the publisher; wake
 	// is told when pending is set.
@@ -160,7 +162,7 @@ func startDRA(ctx context.Context, o *options, cfg *rest.Config, log *slog.Logge
 		return client.ResourceV1().ResourceClaims(namespace).Get(ctx, name, metav1.GetOptions{})
 	}
 	f := &draFrontEnd{listed: listed, node: o.nodeName, preparer: p, publisher: d, getClaim: getClaim, log: log,
-		wake: make(chan struct{}, 1)}
+		registered: d.Registered, wake: make(chan struct{}, 1)}
 	go f.publish(ctx)
 	return f, nil
 }

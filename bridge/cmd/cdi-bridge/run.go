@@ -166,7 +166,11 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	if o.metricsAddr != "" {
-		if err := serveHTTP(ctx, o.metricsAddr, readiness{n, disc, stale, o.storeStaleLimit}, m, log); err != nil {
+		h := readiness{n: n, disc: disc, stale: stale, staleLimit: o.storeStaleLimit}
+		if front != nil {
+			h.dra = front.registered
+		}
+		if err := serveHTTP(ctx, o.metricsAddr, h, m, log); err != nil {
 			return err
 		}
 	}
@@ -266,6 +270,10 @@ type readiness struct {
 	// staleLimit is how long the store may be stale before /healthz
 	// fails; 0 never.
 	staleLimit time.Duration
+	// dra, with the DRA front end on, is nil once the kubelet has
+	// registered its driver: a pod whose claim the kubelet tried before
+	// that waits for the kubelet's next look at it, up to a minute.
+	dra func() error
 }
 
 // health is nil unless the bridge is stuck in a way a restart may mend:
@@ -282,6 +290,17 @@ func (h readiness) health() error {
 	return nil
 }
 
+// ready is the node's readiness, then the DRA driver's registration.
+func (h readiness) ready() error {
+	if err := h.n.Readiness(); err != nil {
+		return err
+	}
+	if h.dra != nil {
+		return h.dra()
+	}
+	return nil
+}
+
 // staleness is the store's Stale, or never stale for a store without one
 // (the local file).
 func staleness(store instance.Store) func() (time.Time, error) {
@@ -293,8 +312,8 @@ func staleness(store instance.Store) func() (time.Time, error) {
 
 // serveHTTP serves, on one listener, /metrics, /healthz (readiness.health)
 // and /readyz: ready once the first discovery is published
-// and every device plugin registered (node.Readiness), and while the
-// instance store's view is current. Its body lists the
+// and every device plugin registered (node.Readiness), the DRA driver
+// too when it runs, and while the instance store's view is current. Its body lists the
 // drop-ins discovery skipped, which do not make the bridge unready: the
 // others are served.
 func serveHTTP(ctx context.Context, addr string, h readiness, m *metrics.Metrics, log *slog.Logger) error {
@@ -312,7 +331,7 @@ func serveHTTP(ctx context.Context, addr string, h readiness, m *metrics.Metrics
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := h.n.Readiness(); err != nil {
+		if err := h.ready(); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}

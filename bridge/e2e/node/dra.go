@@ -237,9 +237,9 @@ func (n *DRANode) waitSlices(ctx context.Context, count int, within time.Duratio
 
 // Bounds of the wait for the slices after a kubelet restart: for the
 // kubelet's deletion of them, which it starts as it starts, then for the
-// bridge to publish them again, which the DRA library does 30 seconds
-// after the deletion (resourceslice.DefaultSyncDelay), or a minute after
-// their creation if that is later (resourceslice.DefaultMutationCacheTTL).
+// bridge to publish them again (about a second after the deletion;
+// testDRAKubeletRestart holds it to republishBound, and this wait is long
+// enough to see by how much a slow bridge misses it).
 const (
 	wipeWait      = 15 * time.Second
 	republishWait = 2 * time.Minute

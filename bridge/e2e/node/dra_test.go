@@ -68,20 +68,18 @@ func testUnprepare(t *testing.T, n *DRANode, a *ClaimPod) *ClaimPod {
 
 // testDRAKubeletRestart restarts the kubelet under running pods: they keep
 // their containers, the node's slices list the same devices after it,
-// and a new pod's claim is prepared.
+// soon, and a new pod's claim is prepared.
 //
-// The slices are not kept across a kubelet restart, and the test does not
-// ask that they be: the kubelet deletes every ResourceSlice of its node
-// when it starts (NewDRAPluginManager in
-// k8s.io/kubernetes/pkg/kubelet/cm/dra/plugin, 1.36: no driver has
-// registered yet), and the bridge's slice controller publishes them
-// again: 30 seconds after the deletion (resourceslice.DefaultSyncDelay,
-// which the kubelet-plugin library does not let a driver change), or, for
-// slices created less than a minute before, a minute after their
-// creation, as here: the library's mutation cache keeps a slice it
-// created for a minute (DefaultMutationCacheTTL), and its sync takes the
-// deleted slice for still there until then. Until then the scheduler has
-// no terminal to allocate, so the new pod is created once they are back.
+// The slices are not kept across a kubelet restart, and no driver can
+// keep them: the kubelet deletes every ResourceSlice of its node when it
+// starts (NewDRAPluginManager in k8s.io/kubernetes/pkg/kubelet/cm/dra/plugin,
+// 1.36: no driver has registered yet). What the bridge owes is to publish
+// them again at once. With the DRA library's defaults that took 54 s here:
+// its sync runs 30 s after a deletion, and its mutation cache takes a
+// slice it created less than a minute before for still there. The bridge
+// runs the library's controller with a sync delay of a second and a cache
+// of 5 s (bridge/dra), so the slices must be back within republishBound
+// of their deletion.
 func testDRAKubeletRestart(t *testing.T, n *DRANode, running []*ClaimPod) *ClaimPod {
 	sw, before, err := n.watchSlices(t.Context())
 	if err != nil {
@@ -100,6 +98,13 @@ func testDRAKubeletRestart(t *testing.T, n *DRANode, running []*ClaimPod) *Claim
 	}
 	t.Logf("the node's slices over the kubelet's restart (at %s): %v; UIDs before %v, after %v",
 		restarted.Format("15:04:05.000"), sw.Events(), sliceUIDs(before), sliceUIDs(after))
+	if gap, ok := republishGap(sw.Events()); !ok {
+		t.Errorf("no slice deleted and added again over the kubelet's restart: %v", sw.Events())
+	} else if gap > republishBound {
+		t.Errorf("the slices were published again %v after the kubelet deleted them, want within %v", gap.Round(time.Millisecond), republishBound)
+	} else {
+		t.Logf("slices published again %v after the kubelet deleted them", gap.Round(time.Millisecond))
+	}
 	if got, want := poolDevices(after), poolDevices(before); !maps.Equal(got, want) {
 		t.Errorf("after the kubelet's restart the slices list devices %v, before it %v", got, want)
 	}
@@ -119,11 +124,10 @@ func testDRAKubeletRestart(t *testing.T, n *DRANode, running []*ClaimPod) *Claim
 // before stay recorded, a new claim is prepared, and a pod prepared
 // before the restart is unprepared correctly when deleted after it.
 //
-// The new pod is created once the kubelet has registered the new bridge's
-// driver: the bridge is ready (/readyz) when its device plugins have
-// registered, which says nothing of its DRA driver, and a claim the
-// kubelet fails to prepare for want of the driver is tried again only at
-// the kubelet's next sync of the pod, a minute later.
+// The bridge is ready (/readyz) only once the kubelet has registered its
+// DRA driver: a claim the kubelet fails to prepare for want of the driver
+// is tried again only at the kubelet's next sync of its pod, a minute
+// later, so a bridge ready before that would stall the next pod.
 func testDRABridgeRestart(t *testing.T, n *DRANode, running []*ClaimPod) {
 	sw, before, err := n.watchSlices(t.Context())
 	if err != nil {
@@ -137,8 +141,11 @@ func testDRABridgeRestart(t *testing.T, n *DRANode, running []*ClaimPod) {
 	if err := waitBridgeReady(t.Context(), n.Bridge); err != nil {
 		t.Fatal(err)
 	}
-	if err := waitDRARegistered(t.Context(), true); err != nil {
-		t.Fatal(err)
+	if ok, err := kubeletPluginRegistered(t.Context(), draRegistration); err != nil || !ok {
+		t.Errorf("the bridge is ready, and the kubelet has its DRA driver registered: %v (%v)", ok, err)
+		if err := waitDRARegistered(t.Context(), true); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, p := range running {
 		if err := n.checkCheckpoint(p); err != nil {
@@ -171,6 +178,27 @@ func testDRABridgeRestart(t *testing.T, n *DRANode, running []*ClaimPod) {
 	}
 	n.DeleteClaimPod(t, running[0])
 	n.DeleteClaimPod(t, e)
+}
+
+// republishBound bounds the time from the kubelet's deletion of the
+// node's slices to the bridge's publishing them again: about a second
+// (bridge/dra.SliceSyncDelay) plus the API's round trips, with room for a
+// loaded machine; 54 s with the DRA library's defaults.
+const republishBound = 10 * time.Second
+
+// republishGap is the time from the first slice deleted to the first
+// slice added after it, among events.
+func republishGap(events []sliceEvent) (time.Duration, bool) {
+	var deleted time.Time
+	for _, e := range events {
+		switch {
+		case e.Type == watch.Deleted && deleted.IsZero():
+			deleted = e.At
+		case e.Type == watch.Added && !deleted.IsZero():
+			return e.At.Sub(deleted), true
+		}
+	}
+	return 0, false
 }
 
 func pods(ps []*ClaimPod) []*Pod {
