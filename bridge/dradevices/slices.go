@@ -54,8 +54,8 @@ var cIdentifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 //     (the plugin refuses an unhealthy device) until the device is back.
 //   - a shared device (a network camera every node sees): published by
 //     each node it would be allocated once per node, over its capacity.
-//     Shared devices stay with the device-plugin front end, whose
-//     Instance store counts their slots across nodes.
+//     The elected bridge publishes it once for the cluster instead
+//     (SharedResources), from what every node's Presence says it sees.
 func Resources(node string, pools []discovery.Pool) resourceslice.DriverResources {
 	out := resourceslice.DriverResources{Pools: make(map[string]resourceslice.Pool, len(pools))}
 	for _, p := range pools {
