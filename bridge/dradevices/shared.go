@@ -24,7 +24,8 @@ func SharedPoolName(pool string) string { return pool }
 // devices of pools, the pools served through DRA as its own discovery
 // describes them: per pool, one DRA pool (SharedPoolName) of the pool's
 // shared Instances that at least one node sees, each device selecting
-// exactly those nodes. Published once for the cluster, a device's
+// those nodes (NodesSelector, with the kubernetes.io/hostname label
+// hostname gives of each node). Published once for the cluster, a device's
 // consumable capacity is counted once, as its Instance's slots are for
 // the device plugins.
 //
@@ -39,7 +40,7 @@ func SharedPoolName(pool string) string { return pool }
 // CDI kind from the pool (every device of a pool has the pool's
 // resource-spec), its id, capacity and properties from its Instance. It
 // has no NUMA node: a device every node reaches is on none of them.
-func SharedResources(pools []discovery.Pool, instances []instance.Instance) resourceslice.DriverResources {
+func SharedResources(pools []discovery.Pool, instances []instance.Instance, hostname func(node string) string) resourceslice.DriverResources {
 	byPool := map[string][]instance.Instance{}
 	for _, in := range instances {
 		if in.Shared && len(in.Nodes) > 0 {
@@ -55,7 +56,7 @@ func SharedResources(pools []discovery.Pool, instances []instance.Instance) reso
 		sort.Slice(shared, func(i, j int) bool { return shared[i].DeviceID < shared[j].DeviceID })
 		devices := make([]resourceapi.Device, 0, len(shared))
 		for _, in := range shared {
-			devices = append(devices, sharedDevice(p, in))
+			devices = append(devices, sharedDevice(p, in, hostname))
 		}
 		parts := chunk(devices)
 		for i := range parts {
@@ -67,22 +68,29 @@ func SharedResources(pools []discovery.Pool, instances []instance.Instance) reso
 }
 
 // sharedDevice is Instance in of pool p as a DRA device that selects the
-// nodes that see it.
-func sharedDevice(p discovery.Pool, in instance.Instance) resourceapi.Device {
+// nodes that see it, by their hostname labels.
+func sharedDevice(p discovery.Pool, in instance.Instance, hostname func(node string) string) resourceapi.Device {
 	dev := Device(p, spec.DeviceInfo{ID: in.DeviceID, Resource: p.Resource, Shared: true, Healthy: true,
 		Capacity: in.Capacity, Properties: in.Properties})
-	dev.NodeSelector = NodesSelector(in.Nodes)
+	hostnames := make([]string, 0, len(in.Nodes))
+	for _, n := range in.Nodes {
+		hostnames = append(hostnames, hostname(n))
+	}
+	dev.NodeSelector = NodesSelector(hostnames)
 	return dev
 }
 
-// NodesSelector selects exactly the nodes named, by their Node objects'
-// names: the name the Instance store records a node by is its Node's
-// (--node-name), where a label such as kubernetes.io/hostname need not
-// be. nodes must not be empty.
-func NodesSelector(nodes []string) *corev1.NodeSelector {
+// NodesSelector selects the nodes of the kubernetes.io/hostname label
+// values given: one term, of one label requirement. Not the Node names,
+// which would select exactly: a field selector takes one value only (the
+// API refuses metadata.name In [a, b]), and the scheduler takes a
+// device's selector of one term only (it cannot merge ORed terms into
+// the allocation's), so that a device of two nodes cannot be selected by
+// their names. hostnames must not be empty.
+func NodesSelector(hostnames []string) *corev1.NodeSelector {
 	return &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-		MatchFields: []corev1.NodeSelectorRequirement{{
-			Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: slices.Sorted(slices.Values(nodes)),
+		MatchExpressions: []corev1.NodeSelectorRequirement{{
+			Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: slices.Compact(slices.Sorted(slices.Values(hostnames))),
 		}},
 	}}}
 }

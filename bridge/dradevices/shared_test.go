@@ -42,7 +42,8 @@ func TestSharedResources(t *testing.T) {
 		camera("gate", 2, "b", "a"), camera("dock", 1, "c"), camera("unseen", 2),
 		local, {Name: "x", Config: "other-pool", DeviceID: "x", Shared: true, Capacity: 1, Nodes: []string{"a"}},
 	}
-	res := SharedResources([]discovery.Pool{cameraPool(), gpuPool()}, instances)
+	hostname := func(node string) string { return "host-" + node }
+	res := SharedResources([]discovery.Pool{cameraPool(), gpuPool()}, instances, hostname)
 	if len(res.Pools) != 1 {
 		t.Fatalf("pools %v, want camera-endpoint's only: gpu-drm has no shared device, other-pool is not served", res.Pools)
 	}
@@ -57,9 +58,9 @@ func TestSharedResources(t *testing.T) {
 	for _, tc := range []struct {
 		dev   int
 		nodes string
-	}{{0, "[c]"}, {1, "[a b]"}} {
+	}{{0, "[host-c]"}, {1, "[host-a host-b]"}} {
 		d := devs[tc.dev]
-		if got := fmt.Sprint(d.NodeSelector.NodeSelectorTerms[0].MatchFields[0].Values); got != tc.nodes {
+		if got := fmt.Sprint(selectedNodes(d.NodeSelector)); got != tc.nodes {
 			t.Errorf("device %s selects %s, want %s", d.Name, got, tc.nodes)
 		}
 		if d.NodeName != nil || d.AllNodes != nil {
@@ -78,14 +79,34 @@ func TestSharedResources(t *testing.T) {
 }
 
 func TestNodesSelector(t *testing.T) {
-	s := NodesSelector([]string{"b", "a"})
-	if len(s.NodeSelectorTerms) != 1 || len(s.NodeSelectorTerms[0].MatchExpressions) != 0 {
-		t.Fatalf("terms %+v, want one of fields only", s.NodeSelectorTerms)
+	for _, tc := range []struct {
+		hostnames []string
+		want      string
+	}{
+		{[]string{"a"}, "[a]"},
+		{[]string{"b", "a", "b"}, "[a b]"},
+	} {
+		t.Run(fmt.Sprint(tc.hostnames), func(t *testing.T) {
+			if got := fmt.Sprint(selectedNodes(NodesSelector(tc.hostnames))); got != tc.want {
+				t.Errorf("NodesSelector(%v) selects %s, want %s", tc.hostnames, got, tc.want)
+			}
+		})
 	}
-	r := s.NodeSelectorTerms[0].MatchFields
-	if len(r) != 1 || r[0].Key != "metadata.name" || r[0].Operator != corev1.NodeSelectorOpIn || fmt.Sprint(r[0].Values) != "[a b]" {
-		t.Errorf("requirements %+v, want metadata.name In [a b]", r)
+}
+
+// selectedNodes is the hostnames s selects if it is one term of one
+// kubernetes.io/hostname In requirement, the only form the scheduler
+// takes of a device's selector for several nodes; else what s is.
+func selectedNodes(s *corev1.NodeSelector) []string {
+	if len(s.NodeSelectorTerms) != 1 {
+		return []string{fmt.Sprintf("unexpected terms %+v", s.NodeSelectorTerms)}
 	}
+	term := s.NodeSelectorTerms[0]
+	r := term.MatchExpressions
+	if len(term.MatchFields) != 0 || len(r) != 1 || r[0].Key != corev1.LabelHostname || r[0].Operator != corev1.NodeSelectorOpIn {
+		return []string{fmt.Sprintf("unexpected term %+v", term)}
+	}
+	return r[0].Values
 }
 
 // cameraRig is a Preparer of node n over a camera of capacity 2 that the

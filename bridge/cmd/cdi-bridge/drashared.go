@@ -2,8 +2,13 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	"github.com/cdiexec/cdi/bridge/departed"
@@ -85,6 +90,13 @@ type changeSource interface {
 // last leader published.
 func (f *draFrontEnd) leadShared(ctx context.Context, store departed.Store) {
 	f.log.Info("leading: publishing the shared devices of the DRA pools")
+	hostname, err := f.watchHostnames(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			f.log.Error("not publishing the shared devices of the DRA pools: watching the Nodes' hostname labels", "error", err)
+		}
+		return
+	}
 	var changes <-chan struct{}
 	if cs, ok := store.(changeSource); ok {
 		ch, stop := cs.Changes()
@@ -100,7 +112,7 @@ func (f *draFrontEnd) leadShared(ctx context.Context, store departed.Store) {
 		}
 	}()
 	for {
-		if res, ok := f.sharedResources(ctx, store); ok {
+		if res, ok := f.sharedResources(ctx, store, hostname); ok {
 			if ctrl == nil {
 				ctrl = f.startSharedController(ctx, res)
 			} else {
@@ -124,7 +136,7 @@ func (f *draFrontEnd) leadShared(ctx context.Context, store departed.Store) {
 
 // sharedResources is what the leader publishes now; false before the
 // first discovery, or when the store cannot list every Instance.
-func (f *draFrontEnd) sharedResources(ctx context.Context, store departed.Store) (*resourceslice.DriverResources, bool) {
+func (f *draFrontEnd) sharedResources(ctx context.Context, store departed.Store, hostname func(string) string) (*resourceslice.DriverResources, bool) {
 	f.mu.Lock()
 	pools := f.pools
 	f.mu.Unlock()
@@ -136,7 +148,7 @@ func (f *draFrontEnd) sharedResources(ctx context.Context, store departed.Store)
 		f.log.Warn("listing the Instances of shared devices; publishing them later", "error", err)
 		return nil, false
 	}
-	res := dradevices.SharedResources(pools, all)
+	res := dradevices.SharedResources(pools, all, hostname)
 	return &res, true
 }
 
@@ -152,4 +164,41 @@ func (f *draFrontEnd) startSharedController(ctx context.Context, res *resourcesl
 		return nil
 	}
 	return ctrl
+}
+
+// watchHostnames starts an informer of the Nodes' kubernetes.io/hostname
+// labels, running until ctx ends, and returns, once it holds the first
+// list, the label of a node by name: what a device's node selector
+// names (dradevices.NodesSelector). A node without a Node object or the
+// label (the kubelet sets it) is taken to have its name as its hostname,
+// as it has unless --hostname-override and the node name differ.
+func (f *draFrontEnd) watchHostnames(ctx context.Context) (func(node string) string, error) {
+	factory := informers.NewSharedInformerFactoryWithOptions(f.client, 0, informers.WithTransform(hostnameOnly))
+	informer := factory.Core().V1().Nodes().Informer()
+	factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		return nil, fmt.Errorf("listing nodes: %w", ctx.Err())
+	}
+	nodes := informer.GetStore()
+	return func(node string) string {
+		obj, ok, _ := nodes.GetByKey(node)
+		if n, isNode := obj.(*corev1.Node); ok && isNode && n.Labels[corev1.LabelHostname] != "" {
+			return n.Labels[corev1.LabelHostname]
+		}
+		return node
+	}, nil
+}
+
+// hostnameOnly keeps of a Node its name and hostname label: the leader
+// holds every Node.
+func hostnameOnly(obj any) (any, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	keep := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion}}
+	if h, ok := n.Labels[corev1.LabelHostname]; ok {
+		keep.Labels = map[string]string{corev1.LabelHostname: h}
+	}
+	return keep, nil
 }
