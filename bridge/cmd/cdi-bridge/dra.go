@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -51,6 +52,10 @@ type draFrontEnd struct {
 	// observed is the pools of which the store was last told shared
 	// devices are seen; the publishing goroutine's alone.
 	observed map[string]bool
+	// sliceSyncDelay is the shared slices' controller's wait after a
+	// slice event before it syncs the pool; nil is the library's default
+	// (30 s). Tests shorten it.
+	sliceSyncDelay *time.Duration
 }
 
 // draUpdate is a discovery's DRA pools and the node's slices of them.

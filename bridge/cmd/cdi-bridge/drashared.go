@@ -156,7 +156,7 @@ func (f *draFrontEnd) sharedResources(ctx context.Context, store departed.Store,
 // slices, or returns nil (logged) to try again at the next change.
 func (f *draFrontEnd) startSharedController(ctx context.Context, res *resourceslice.DriverResources) *resourceslice.Controller {
 	ctrl, err := resourceslice.StartController(ctx, resourceslice.Options{DriverName: f.driver, KubeClient: f.client, Resources: res,
-		ErrorHandler: func(_ context.Context, err error, msg string) {
+		SyncDelay: f.sliceSyncDelay, ErrorHandler: func(_ context.Context, err error, msg string) {
 			f.log.Error("publishing the shared devices' ResourceSlices", "msg", msg, "error", err)
 		}})
 	if err != nil {
