@@ -372,7 +372,8 @@ func prepare(t *testing.T, n *sharedNode, claim *resourceapi.ResourceClaim) *dra
 // the cluster), and never gives it on n3. A claim is prepared on its node
 // by the endpoint plugin's ADD, and refused on a node that does not see
 // its camera. When the leader stops, the next adopts the slice: the same
-// object, updated when a fourth node sees gate.
+// object, updated when a fourth node sees gate, and again when that
+// node's Node is deleted.
 func TestDRASharedCamera(t *testing.T) {
 	c := startSharedCluster(t)
 	gate, dock := camera{"gate", "lobby"}, camera{id: "dock"}
@@ -413,11 +414,19 @@ func TestDRASharedCamera(t *testing.T) {
 	nodes[first].stop(t)
 	next := c.leader(t, first)
 	t.Logf("leader %s stopped, %s leads", first, next)
-	c.startSharedNode(t, "n4", gate)
+	n4 := c.startSharedNode(t, "n4", gate)
 	// The stopped bridge's node keeps its place: a bridge that stops is
 	// not a node that left.
 	adopted := c.sharedSlices(t, map[string]string{"gate": "[host-n1 host-n2 host-n4]", "dock": "[host-n3]"})
 	if adopted.UID != slice.UID {
 		t.Errorf("the shared slice was replaced (%s, before %s): the next leader must adopt it", adopted.UID, slice.UID)
 	}
+
+	// n4 leaves the cluster: the leader clears its Presences, and gate
+	// no longer selects it.
+	n4.stop(t)
+	if err := c.client.CoreV1().Nodes().Delete(t.Context(), "n4", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.sharedSlices(t, map[string]string{"gate": "[host-n1 host-n2]", "dock": "[host-n3]"})
 }
