@@ -15,7 +15,10 @@
 //
 // The leader opens a store of every pool (Config.OpenStore) while it
 // leads: it alone watches every Instance and Presence, where each node's
-// bridge watches the pools it serves.
+// bridge watches the pools it serves. Other work that must be done by
+// one bridge for the cluster, from that store, is given to the leader as
+// Config.WhileLeading (the bridge's publishing of shared devices through
+// DRA), so that this package knows nothing of it.
 //
 // Only the absence of a Node object counts as departure, checked with the
 // API server just before clearing: a node whose bridge merely restarts,

@@ -157,7 +157,8 @@ func (c *cluster) startJanitor(node string) (stop func()) {
 	}
 	j, err := New(Config{Client: client, OpenStore: open, Node: node,
 		Namespace: c.ns, LeaseDuration: testLease, RenewDeadline: testRenew, RetryPeriod: testRetry,
-		NodePoll: testRetry, UnseenGrace: testRetry, PruneEvery: testRetry, Logger: logs.logger()})
+		NodePoll: testRetry, UnseenGrace: testRetry, PruneEvery: testRetry, Logger: logs.logger(),
+		WhileLeading: c.rec.whileLeading(node)})
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -289,6 +290,40 @@ type recorder struct {
 	lists map[string]int
 	// forgets are the ForgetNode calls.
 	forgets []forget
+	// leading counts, by janitor, its WhileLeading calls not returned.
+	leading map[string]int
+}
+
+// whileLeading is a janitor's Config.WhileLeading: it counts itself
+// leading until ctx ends.
+func (r *recorder) whileLeading(who string) func(context.Context, Store) {
+	return func(ctx context.Context, store Store) {
+		if store == nil {
+			panic("WhileLeading without a store")
+		}
+		r.mu.Lock()
+		if r.leading == nil {
+			r.leading = map[string]int{}
+		}
+		r.leading[who]++
+		r.mu.Unlock()
+		<-ctx.Done()
+		r.mu.Lock()
+		r.leading[who]--
+		r.mu.Unlock()
+	}
+}
+
+func (r *recorder) allLeading() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string]int{}
+	for who, n := range r.leading {
+		if n != 0 {
+			out[who] = n
+		}
+	}
+	return out
 }
 
 type forget struct {

@@ -78,6 +78,11 @@ type Config struct {
 	UnseenGrace, PruneEvery time.Duration
 	// Logger is slog.Default() when nil.
 	Logger *slog.Logger
+	// WhileLeading, if not nil, is more work for the leader: it is
+	// called with the store of every pool once the leader has it, and
+	// must return once ctx ends, when leadership does. The leader's
+	// Run returns only after it has.
+	WhileLeading func(ctx context.Context, store Store)
 }
 
 // Janitor clears departed nodes' claims while its bridge leads.

@@ -34,6 +34,7 @@ func TestJanitor(t *testing.T) {
 		{"the leader sweeps when it starts", testSweep},
 		{"restarted bridges clear nothing", testRestart},
 		{"a bridge without a Node stays out", testNoOwnNode},
+		{"more work while leading, and only then", testWhileLeading},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.run(t, server{env: env, admin: admin}) })
@@ -210,4 +211,33 @@ func TestNewChecksConfig(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testWhileLeading: Config.WhileLeading runs in the leader alone, and has
+// returned when the leader's Run has; the next leader runs it in turn.
+func testWhileLeading(t *testing.T, s server) {
+	c := newCluster(t, s, "e-n1", "e-n2")
+	stops := map[string]func(){"e-n1": c.startJanitor("e-n1"), "e-n2": c.startJanitor("e-n2")}
+	first := c.leader(nil)
+	c.waitLeading(map[string]int{first: 1})
+	stops[first]()
+	if got := c.rec.allLeading()[first]; got != 0 {
+		t.Fatalf("%s's WhileLeading still runs after its Run returned", first)
+	}
+	other := map[string]string{"e-n1": "e-n2", "e-n2": "e-n1"}[first]
+	c.waitLeading(map[string]int{other: 1})
+}
+
+// waitLeading waits until the janitors' WhileLeading calls running are
+// exactly want.
+func (c *cluster) waitLeading(want map[string]int) {
+	c.t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for time.Now().Before(deadline) {
+		if maps.Equal(c.rec.allLeading(), want) {
+			return
+		}
+		time.Sleep(pollPeriod)
+	}
+	c.t.Fatalf("WhileLeading running %v, want %v", c.rec.allLeading(), want)
 }

@@ -3,6 +3,7 @@ package departed
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,7 +23,7 @@ const (
 
 // lead is the leader's work, until ctx ends: watch the Nodes, sweep once,
 // then clear each node whose Node object is deleted, and prune the
-// Instances no node sees. A queue lies between
+// Instances no node sees; and run Config.WhileLeading. A queue lies between
 // the informer and the clearing so that the informer's handler never
 // waits on API writes, a node is cleared once however many times it is
 // queued, and a failed clearing is retried.
@@ -50,6 +51,11 @@ func (j *Janitor) lead(ctx context.Context) {
 		<-ctx.Done()
 		queue.ShutDown()
 	}()
+	if j.cfg.WhileLeading != nil {
+		var wg sync.WaitGroup
+		wg.Go(func() { j.cfg.WhileLeading(ctx, store) })
+		defer wg.Wait()
+	}
 	j.sweep(ctx, store, nodes, queue)
 	go j.prune(ctx, store)
 	for j.next(ctx, store, queue) {

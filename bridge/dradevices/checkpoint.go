@@ -40,8 +40,11 @@ type Claim struct {
 type PreparedDevice struct {
 	Request string `json:"request"` // the claim's request (or subrequest) name
 	Pool    string `json:"pool"`    // the bridge's pool name, e.g. "gpu-drm"
-	Device  string `json:"device"`  // the DRA device name
-	ID      string `json:"id"`      // the inventory id, pinned with CDI_REQUEST_DEVICES
+	// Shared says the device was allocated from the pool's shared DRA
+	// pool (SharedPoolName), not from this node's (PoolName).
+	Shared bool   `json:"shared,omitempty"`
+	Device string `json:"device"` // the DRA device name
+	ID     string `json:"id"`     // the inventory id, pinned with CDI_REQUEST_DEVICES
 	// Resource is the resource-spec requested, e.g. "gpu".
 	Resource string `json:"resource"`
 	// RequestID is CDI_REQUEST_ID of its ADD and DEL.

@@ -1,10 +1,12 @@
 // Package dradevices is the device side of the bridge's DRA front end:
-// what the exec plugins' INFO inventory looks like as ResourceSlices, and
-// how a ResourceClaim the scheduler allocated from them is prepared on
-// this node (ADD pinned to the chosen devices, a CDI spec per claim) and
-// unprepared (DEL, the spec removed), with what was prepared kept in a
-// checkpoint file because the kubelet names a claim only by its UID when
-// it asks to unprepare it.
+// what the exec plugins' INFO inventory looks like as ResourceSlices (a
+// node's own devices in its pools, the shared devices the Instance store
+// records in one pool for the cluster, which the elected bridge
+// publishes), and how a ResourceClaim the scheduler allocated from them
+// is prepared on this node (ADD pinned to the chosen devices, a CDI spec
+// per claim) and unprepared (DEL, the spec removed), with what was
+// prepared kept in a checkpoint file because the kubelet names a claim
+// only by its UID when it asks to unprepare it.
 //
 // It knows nothing of the kubelet's gRPC or of plugin registration: the
 // package bridge/dra calls it through dra.Devices.

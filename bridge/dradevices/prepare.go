@@ -124,35 +124,55 @@ func (p *Preparer) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim
 }
 
 // plan resolves claim's allocation results of this driver to the
-// devices of this node's pools.
+// devices of this node's pools: from the node's own DRA pool, or from the
+// cluster's shared one of a pool this node serves, provided the node sees
+// the device.
+//
+// A request-id is <claim UID>-<n>, n the result's place among the claim's
+// results of this driver, for a share of a shared device too: claim UIDs
+// are unique in the cluster and n within the claim, so two shares of one
+// device, in one claim or in two, never have the same request-id, and
+// the share id, which the scheduler sets per allocation result, adds
+// nothing to it.
 func (p *Preparer) plan(claim *resourceapi.ResourceClaim) (Claim, error) {
 	rec := Claim{Namespace: claim.Namespace, Name: claim.Name}
 	if claim.Status.Allocation == nil {
 		return rec, fmt.Errorf("%w: claim %s/%s is not allocated", ErrNotAllocatable, claim.Namespace, claim.Name)
 	}
-	prefix := PoolName(p.Node, "")
 	for _, r := range claim.Status.Allocation.Devices.Results {
 		if r.Driver != p.Driver {
 			continue
 		}
-		name, ok := strings.CutPrefix(r.Pool, prefix)
-		if !ok {
-			return rec, fmt.Errorf("%w: pool %s is not of node %s", ErrNotAllocatable, r.Pool, p.Node)
+		name, shared, err := p.poolOf(r.Pool)
+		if err != nil {
+			return rec, err
 		}
 		pl, ok, err := p.pool(name)
 		if err != nil {
 			return rec, err
 		}
 		dev, found := findDevice(pl, r.Device)
-		if !ok || !found {
+		if !ok || !found || dev.Shared != shared {
 			return rec, fmt.Errorf("%w: device %s of pool %s is not served", ErrNotAllocatable, r.Device, r.Pool)
 		}
 		rec.Devices = append(rec.Devices, PreparedDevice{
-			Request: r.Request, Pool: name, Device: r.Device, ID: dev.ID, Resource: dev.Resource,
+			Request: r.Request, Pool: name, Shared: shared, Device: r.Device, ID: dev.ID, Resource: dev.Resource,
 			RequestID: fmt.Sprintf("%s-%d", claim.UID, len(rec.Devices)), ShareID: r.ShareID,
 		})
 	}
 	return rec, nil
+}
+
+// poolOf is the bridge's pool of DRA pool draPool: this node's
+// (PoolName), or a shared one (SharedPoolName, which holds no '/').
+func (p *Preparer) poolOf(draPool string) (pool string, shared bool, err error) {
+	if name, ok := strings.CutPrefix(draPool, PoolName(p.Node, "")); ok {
+		return name, false, nil
+	}
+	if !strings.Contains(draPool, "/") {
+		return draPool, true, nil
+	}
+	return "", false, fmt.Errorf("%w: pool %s is not of node %s", ErrNotAllocatable, draPool, p.Node)
 }
 
 func findDevice(p discovery.Pool, name string) (spec.DeviceInfo, bool) {
@@ -237,7 +257,11 @@ func (p *Preparer) devices(rec Claim, s *specs.Spec) []dra.Device {
 	}
 	out := make([]dra.Device, 0, len(rec.Devices))
 	for _, d := range rec.Devices {
-		dev := dra.Device{Requests: []string{d.Request}, Pool: PoolName(p.Node, d.Pool), Name: d.Device, ShareID: d.ShareID}
+		pool := PoolName(p.Node, d.Pool)
+		if d.Shared {
+			pool = SharedPoolName(d.Pool)
+		}
+		dev := dra.Device{Requests: []string{d.Request}, Pool: pool, Name: d.Device, ShareID: d.ShareID}
 		if named[d.RequestID] {
 			dev.CDIIDs = []string{s.Kind + "=" + d.RequestID}
 		}

@@ -20,11 +20,13 @@ import (
 	"github.com/cdiexec/cdi/spec"
 )
 
-// pluginDir holds the real generic-tty and drm plugins, built once.
+// pluginDir holds the real generic-tty, drm and endpoint plugins, built
+// once.
 var pluginDir string
 
 func TestMain(m *testing.M) {
-	exectest.MainDir(m, &pluginDir, "github.com/cdiexec/cdi/plugins/generic-tty", "github.com/cdiexec/cdi/plugins/drm")
+	exectest.MainDir(m, &pluginDir, "github.com/cdiexec/cdi/plugins/generic-tty", "github.com/cdiexec/cdi/plugins/drm",
+		"github.com/cdiexec/cdi/plugins/endpoint")
 }
 
 // rig is a Preparer over the fixture host's terminals tty41 to tty44,

@@ -54,8 +54,8 @@ var cIdentifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 //     (the plugin refuses an unhealthy device) until the device is back.
 //   - a shared device (a network camera every node sees): published by
 //     each node it would be allocated once per node, over its capacity.
-//     Shared devices stay with the device-plugin front end, whose
-//     Instance store counts their slots across nodes.
+//     The elected bridge publishes it once for the cluster instead
+//     (SharedResources), from what every node's Presence says it sees.
 func Resources(node string, pools []discovery.Pool) resourceslice.DriverResources {
 	out := resourceslice.DriverResources{Pools: make(map[string]resourceslice.Pool, len(pools))}
 	for _, p := range pools {
@@ -65,12 +65,12 @@ func Resources(node string, pools []discovery.Pool) resourceslice.DriverResource
 				local = append(local, d)
 			}
 		}
-		out.Pools[PoolName(node, p.Name)] = resourceslice.Pool{Slices: chunk(p, local)}
+		out.Pools[PoolName(node, p.Name)] = resourceslice.Pool{Slices: chunkInPlace(p, local)}
 	}
 	return out
 }
 
-// chunk splits devices into slices the API accepts, each slice holding
+// chunkInPlace splits devices into slices the API accepts, each slice holding
 // the healthy ones of its run of maxDevicesPerSlice devices. A device's
 // slice is decided by its place among all of them, healthy or not, so
 // that one device turning unhealthy (or healthy again) changes one
@@ -80,7 +80,7 @@ func Resources(node string, pools []discovery.Pool) resourceslice.DriverResource
 // pool under a new generation (bridge/SCALING.md, "Through DRA"). A pool
 // with no device is one empty slice: "no devices" is news to the
 // scheduler, "no pool" would leave it the last slices it saw.
-func chunk(p discovery.Pool, devices []spec.DeviceInfo) []resourceslice.Slice {
+func chunkInPlace(p discovery.Pool, devices []spec.DeviceInfo) []resourceslice.Slice {
 	slices := []resourceslice.Slice{}
 	for start := 0; start == 0 || start < len(devices); start += maxDevicesPerSlice {
 		run := devices[start:min(start+maxDevicesPerSlice, len(devices))]
@@ -93,6 +93,16 @@ func chunk(p discovery.Pool, devices []spec.DeviceInfo) []resourceslice.Slice {
 		slices = append(slices, s)
 	}
 	return slices
+}
+
+// chunk splits devices into slices the API accepts, as they come.
+func chunk(devices []resourceapi.Device) []resourceslice.Slice {
+	slices := []resourceslice.Slice{}
+	for len(devices) > maxDevicesPerSlice {
+		slices = append(slices, resourceslice.Slice{Devices: devices[:maxDevicesPerSlice]})
+		devices = devices[maxDevicesPerSlice:]
+	}
+	return append(slices, resourceslice.Slice{Devices: devices})
 }
 
 // Device is d of pool p as a DRA device.

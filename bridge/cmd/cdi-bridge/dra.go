@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,24 +20,50 @@ import (
 	"github.com/cdiexec/cdi/bridge/discovery"
 	"github.com/cdiexec/cdi/bridge/dra"
 	"github.com/cdiexec/cdi/bridge/dradevices"
+	"github.com/cdiexec/cdi/bridge/instance"
 )
 
-// draFrontEnd serves the pools of --dra-pools through DRA.
+// draFrontEnd serves the pools of --dra-pools through DRA: the node's
+// own devices in its slices, the shared devices through the Instance
+// store, from which the elected bridge publishes them (leadShared).
 type draFrontEnd struct {
 	listed    map[string]bool
 	node      string
+	driver    string
+	client    kubernetes.Interface
 	preparer  *dradevices.Preparer
 	publisher dra.Publisher
 	getClaim  dradevices.GetClaim
 	// registered is nil once the kubelet has registered the driver.
 	registered func() error
-	log        *slog.Logger
+	// store is the node's Instance store, told what shared devices the
+	// node sees.
+	store instance.Store
+	log   *slog.Logger
 
-	// pending is the newest slices not yet handed to the publisher; wake
-	// is told when pending is set.
-	mu      sync.Mutex
-	pending *resourceslice.DriverResources
-	wake    chan struct{}
+	// pending is the newest discovery not yet handed to the publisher;
+	// wake is told when pending is set. pools is the newest DRA pools,
+	// nil before the first discovery; poolsChanged is told when they
+	// are set.
+	mu           sync.Mutex
+	pending      *draUpdate
+	wake         chan struct{}
+	pools        []discovery.Pool
+	poolsChanged chan struct{}
+
+	// observed is the pools of which the store was last told shared
+	// devices are seen; the publishing goroutine's alone.
+	observed map[string]bool
+	// sliceSyncDelay is the shared slices' controller's wait after a
+	// slice event before it syncs the pool; nil is the library's default
+	// (30 s). Tests shorten it.
+	sliceSyncDelay *time.Duration
+}
+
+// draUpdate is a discovery's DRA pools and the node's slices of them.
+type draUpdate struct {
+	pools []discovery.Pool
+	res   resourceslice.DriverResources
 }
 
 // parsePoolList is --dra-pools as a set; empty is none.
@@ -77,16 +104,26 @@ func splitPools(pools []discovery.Pool, listed map[string]bool) (devicePlugins, 
 func (f *draFrontEnd) split(u discovery.Update) discovery.Update {
 	rest, viaDRA := splitPools(u.Pools, f.listed)
 	f.preparer.SetPools(viaDRA)
-	res := dradevices.Resources(f.node, viaDRA)
-	f.mu.Lock()
-	f.pending = &res
-	f.mu.Unlock()
-	select {
-	case f.wake <- struct{}{}:
-	default: // already told
+	if viaDRA == nil {
+		viaDRA = []discovery.Pool{} // discovered: none
 	}
+	f.mu.Lock()
+	f.pending = &draUpdate{pools: viaDRA, res: dradevices.Resources(f.node, viaDRA)}
+	f.pools = viaDRA
+	f.mu.Unlock()
+	tell(f.wake)
+	tell(f.poolsChanged)
 	u.Pools = rest
 	return u
+}
+
+// tell sends on ch, a channel of one buffered signal, unless a signal
+// waits already.
+func tell(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
 }
 
 // publish hands the newest slices to the publisher until ctx ends. It is
@@ -97,6 +134,8 @@ func (f *draFrontEnd) split(u discovery.Update) discovery.Update {
 //
 // With the first discovery's pools set, it also starts the release of
 // the checkpoint's claims that are gone (dradevices.Preparer.ReleaseGone).
+// Before each publish it tells the store which shared devices the node
+// sees (observeShared).
 func (f *draFrontEnd) publish(ctx context.Context) {
 	first := true
 	for {
@@ -120,15 +159,17 @@ func (f *draFrontEnd) publish(ctx context.Context) {
 				}
 			}()
 		}
-		if err := f.publisher.PublishResources(ctx, *res); err != nil {
+		f.observeShared(ctx, res.pools)
+		if err := f.publisher.PublishResources(ctx, res.res); err != nil {
 			f.log.Error("publishing ResourceSlices", "error", err)
 		}
 	}
 }
 
 // startDRA starts the DRA front end when --dra-pools names any pool, else
-// returns nil. Its kubelet plugin stops when ctx ends.
-func startDRA(ctx context.Context, o *options, cfg *rest.Config, log *slog.Logger, onFatal func(error)) (*draFrontEnd, error) {
+// returns nil. Its kubelet plugin stops when ctx ends. store is the
+// node's Instance store.
+func startDRA(ctx context.Context, o *options, cfg *rest.Config, store instance.Store, log *slog.Logger, onFatal func(error)) (*draFrontEnd, error) {
 	listed := parsePoolList(o.draPools)
 	if len(listed) == 0 {
 		return nil, nil
@@ -161,8 +202,9 @@ func startDRA(ctx context.Context, o *options, cfg *rest.Config, log *slog.Logge
 	getClaim := func(ctx context.Context, namespace, name string) (*resourceapi.ResourceClaim, error) {
 		return client.ResourceV1().ResourceClaims(namespace).Get(ctx, name, metav1.GetOptions{})
 	}
-	f := &draFrontEnd{listed: listed, node: o.nodeName, preparer: p, publisher: d, getClaim: getClaim, log: log,
-		registered: d.Registered, wake: make(chan struct{}, 1)}
+	f := &draFrontEnd{listed: listed, node: o.nodeName, driver: o.domain, client: client, preparer: p, publisher: d,
+		getClaim: getClaim, store: store, registered: d.Registered, log: log, wake: make(chan struct{}, 1),
+		poolsChanged: make(chan struct{}, 1)}
 	go f.publish(ctx)
 	return f, nil
 }

@@ -95,7 +95,7 @@ current-context: c
 			if err != nil {
 				t.Fatal(err)
 			}
-			front, err := startDRA(context.Background(), o, nil, log, func(error) {})
+			front, err := startDRA(context.Background(), o, nil, nil, log, func(error) {})
 			if !errors.Is(err, tc.want) || front != nil {
 				t.Errorf("startDRA = %v, %v; want %v", front, err, tc.want)
 			}
@@ -106,7 +106,7 @@ current-context: c
 		if err != nil {
 			t.Fatal(err)
 		}
-		if front, err := startDRA(context.Background(), o, nil, log, func(error) {}); front != nil || err != nil {
+		if front, err := startDRA(context.Background(), o, nil, nil, log, func(error) {}); front != nil || err != nil {
 			t.Errorf("startDRA without --dra-pools = %v, %v", front, err)
 		}
 	})

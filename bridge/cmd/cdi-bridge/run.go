@@ -133,7 +133,18 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	stopDeparted, err := startDeparted(ctx, o, cfg, store, log)
+	ctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
+	front, err := startDRA(ctx, o, cfg, store, log, fail)
+	if err != nil {
+		return err
+	}
+	var split func(discovery.Update) discovery.Update
+	var whileLeading func(context.Context, departed.Store)
+	if front != nil {
+		split, whileLeading = front.split, front.leadShared
+	}
+	stopDeparted, err := startDeparted(ctx, o, cfg, store, whileLeading, log)
 	if err != nil {
 		return err
 	}
@@ -151,16 +162,6 @@ func run(ctx context.Context, args []string) error {
 	m.SkippedDropIns(func() int { return len(disc.Skipped()) })
 	stale := staleness(store)
 	m.StoreStale(func() time.Time { since, _ := stale(); return since })
-	ctx, fail := context.WithCancelCause(ctx)
-	defer fail(nil)
-	front, err := startDRA(ctx, o, cfg, log, fail)
-	if err != nil {
-		return err
-	}
-	var split func(discovery.Update) discovery.Update
-	if front != nil {
-		split = front.split
-	}
 	n := newNode(o, store, cdiDir, disc, m, log, split)
 	if err := startReclaim(ctx, o, n, log); err != nil {
 		return err

@@ -68,14 +68,19 @@ func openStore(ctx context.Context, o *options, log *slog.Logger) (instance.Stor
 // only: a local store is one node's, with no other nodes' claims in it.
 // stop waits until the janitor has let go of its Lease, so that when the
 // leader's bridge exits another takes over at once, not when the lease
-// runs out.
-func startDeparted(ctx context.Context, o *options, cfg *rest.Config, store instance.Store, log *slog.Logger) (stop func(), err error) {
+// runs out. whileLeading, if not nil, is the leader's other work (the
+// DRA front end's publishing of shared devices).
+func startDeparted(ctx context.Context, o *options, cfg *rest.Config, store instance.Store,
+	whileLeading func(context.Context, departed.Store), log *slog.Logger) (stop func(), err error) {
 	_, ok := store.(*kube.Store)
 	if !ok || cfg == nil {
+		if whileLeading != nil {
+			log.Warn("shared devices of the DRA pools are not published: the bridge elected to publish them needs the Kubernetes store")
+		}
 		return func() {}, nil
 	}
 	if o.leaseName == "" {
-		log.Warn("departed nodes' claims are not cleared: --leader-election-lease is empty")
+		log.Warn("departed nodes' claims are not cleared, nor shared devices of DRA pools published: --leader-election-lease is empty")
 		return func() {}, nil
 	}
 	client, err := kubernetes.NewForConfig(cfg)
@@ -93,7 +98,7 @@ func startDeparted(ctx context.Context, o *options, cfg *rest.Config, store inst
 		return s, s.Synced(syncCtx)
 	}
 	j, err := departed.New(departed.Config{Client: client, OpenStore: open, Node: o.nodeName, Namespace: o.namespace,
-		Lease: o.leaseName, Logger: log})
+		Lease: o.leaseName, Logger: log, WhileLeading: whileLeading})
 	if err != nil {
 		return nil, err
 	}

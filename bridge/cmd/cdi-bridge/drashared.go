@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+
+	"github.com/cdiexec/cdi/bridge/departed"
+	"github.com/cdiexec/cdi/bridge/discovery"
+	"github.com/cdiexec/cdi/bridge/dradevices"
+	"github.com/cdiexec/cdi/bridge/instance"
+)
+
+// Timing of the leader's publishing of shared devices: it republishes
+// when the store says something changed, at most every sharedMinGap (a
+// busy store changes with every device-plugin claim of the cluster), and
+// every sharedPoll whatever it says.
+const (
+	sharedMinGap = time.Second
+	sharedPoll   = 10 * time.Second
+)
+
+// sharedSeen is what this node sees of pool's shared devices, as the
+// Instance store records it: the healthy ones, so that a node whose
+// camera is unreachable leaves its node selector.
+func sharedSeen(node string, p discovery.Pool) []instance.Instance {
+	out := []instance.Instance{}
+	for _, d := range p.Devices {
+		if d.Shared && d.Healthy {
+			out = append(out, instance.Instance{Name: instance.Name(p.Name, d.ID, node, true), Config: p.Name, DeviceID: d.ID,
+				Shared: true, Capacity: d.Capacity, Properties: d.Properties})
+		}
+	}
+	return out
+}
+
+// observeShared tells the store which shared devices of the DRA pools
+// this node sees, and that it sees none of a pool gone since the last
+// call, so that the leader publishes them with this node in their node
+// selectors. A pool without shared devices is not recorded, unless it
+// had some before. Called by the publishing goroutine only.
+func (f *draFrontEnd) observeShared(ctx context.Context, pools []discovery.Pool) {
+	now := map[string]bool{}
+	for _, p := range pools {
+		seen := sharedSeen(f.node, p)
+		if len(seen) == 0 && !f.observed[p.Name] {
+			continue
+		}
+		now[p.Name] = len(seen) > 0
+		if err := f.store.Observe(ctx, f.node, p.Name, seen); err != nil {
+			f.log.Error("recording the shared devices of a DRA pool", "pool", p.Name, "error", err)
+		}
+	}
+	for name := range f.observed {
+		if _, ok := now[name]; !ok {
+			if err := f.store.Observe(ctx, f.node, name, nil); err != nil {
+				f.log.Error("recording a DRA pool gone", "pool", name, "error", err)
+			}
+		}
+	}
+	f.observed = map[string]bool{}
+	for name, seen := range now {
+		if seen {
+			f.observed[name] = true
+		}
+	}
+}
+
+// changeSource is a store that says when it changed (kube.Store).
+type changeSource interface {
+	Changes() (<-chan struct{}, func())
+}
+
+// leadShared is departed.Config.WhileLeading: until ctx ends, it keeps
+// the shared devices of the DRA pools published once for the cluster
+// (dradevices.SharedResources) from store, the leader's view of every
+// Instance and Presence, with a slice controller of no owner, which
+// manages exactly the driver's slices that name no node. When ctx ends
+// the controller stops and the slices stay: the next leader's controller
+// adopts them as they are and changes only what differs.
+//
+// The controller starts only once this bridge's discovery has handed over
+// its pools: started with no resources it would delete the slices the
+// last leader published.
+func (f *draFrontEnd) leadShared(ctx context.Context, store departed.Store) {
+	f.log.Info("leading: publishing the shared devices of the DRA pools")
+	hostname, err := f.watchHostnames(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			f.log.Error("not publishing the shared devices of the DRA pools: watching the Nodes' hostname labels", "error", err)
+		}
+		return
+	}
+	var changes <-chan struct{}
+	if cs, ok := store.(changeSource); ok {
+		ch, stop := cs.Changes()
+		defer stop()
+		changes = ch
+	}
+	tick := time.NewTicker(sharedPoll)
+	defer tick.Stop()
+	var ctrl *resourceslice.Controller
+	defer func() {
+		if ctrl != nil {
+			ctrl.Stop()
+		}
+	}()
+	for {
+		if res, ok := f.sharedResources(ctx, store, hostname); ok {
+			if ctrl == nil {
+				ctrl = f.startSharedController(ctx, res)
+			} else {
+				ctrl.Update(res)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(sharedMinGap):
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changes:
+		case <-f.poolsChanged:
+		case <-tick.C:
+		}
+	}
+}
+
+// sharedResources is what the leader publishes now; false before the
+// first discovery, or when the store cannot list every Instance.
+func (f *draFrontEnd) sharedResources(ctx context.Context, store departed.Store, hostname func(string) string) (*resourceslice.DriverResources, bool) {
+	f.mu.Lock()
+	pools := f.pools
+	f.mu.Unlock()
+	if pools == nil {
+		return nil, false
+	}
+	all, err := store.List(ctx)
+	if err != nil {
+		f.log.Warn("listing the Instances of shared devices; publishing them later", "error", err)
+		return nil, false
+	}
+	res := dradevices.SharedResources(pools, all, hostname)
+	return &res, true
+}
+
+// startSharedController starts the controller of the shared pools'
+// slices, or returns nil (logged) to try again at the next change.
+func (f *draFrontEnd) startSharedController(ctx context.Context, res *resourceslice.DriverResources) *resourceslice.Controller {
+	ctrl, err := resourceslice.StartController(ctx, resourceslice.Options{DriverName: f.driver, KubeClient: f.client, Resources: res,
+		SyncDelay: f.sliceSyncDelay, ErrorHandler: func(_ context.Context, err error, msg string) {
+			f.log.Error("publishing the shared devices' ResourceSlices", "msg", msg, "error", err)
+		}})
+	if err != nil {
+		f.log.Error("starting the controller of the shared devices' ResourceSlices", "error", err)
+		return nil
+	}
+	return ctrl
+}
+
+// watchHostnames starts an informer of the Nodes' kubernetes.io/hostname
+// labels, running until ctx ends, and returns, once it holds the first
+// list, the label of a node by name: what a device's node selector
+// names (dradevices.NodesSelector). A node without a Node object or the
+// label (the kubelet sets it) is taken to have its name as its hostname,
+// as it has unless --hostname-override and the node name differ.
+func (f *draFrontEnd) watchHostnames(ctx context.Context) (func(node string) string, error) {
+	factory := informers.NewSharedInformerFactoryWithOptions(f.client, 0, informers.WithTransform(hostnameOnly))
+	informer := factory.Core().V1().Nodes().Informer()
+	factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		return nil, fmt.Errorf("listing nodes: %w", ctx.Err())
+	}
+	nodes := informer.GetStore()
+	return func(node string) string {
+		obj, ok, _ := nodes.GetByKey(node)
+		if n, isNode := obj.(*corev1.Node); ok && isNode && n.Labels[corev1.LabelHostname] != "" {
+			return n.Labels[corev1.LabelHostname]
+		}
+		return node
+	}, nil
+}
+
+// hostnameOnly keeps of a Node its name and hostname label: the leader
+// holds every Node.
+func hostnameOnly(obj any) (any, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	keep := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion}}
+	if h, ok := n.Labels[corev1.LabelHostname]; ok {
+		keep.Labels = map[string]string{corev1.LabelHostname: h}
+	}
+	return keep, nil
+}
