@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/cdiexec/cdi/bridge/discovery"
+	"github.com/cdiexec/cdi/bridge/dra"
 	"github.com/cdiexec/cdi/bridge/dradevices"
 )
 
@@ -66,11 +67,7 @@ func (l *libraryPublisher) publish(ctx context.Context, pools []discovery.Pool) 
 	}
 	// ctx is the whole run's: the controller runs until stop, as the
 	// helper's runs until the plugin stops.
-	ctrl, err := resourceslice.StartController(ctx, resourceslice.Options{
-		DriverName: draDriver, KubeClient: l.client, Resources: &res,
-		Owner:        &resourceslice.Owner{APIVersion: "v1", Kind: "Node", Name: l.node},
-		ErrorHandler: l.handleError,
-	})
+	ctrl, err := resourceslice.StartController(ctx, dra.NodeSliceOptions(draDriver, l.node, l.client, &res, l.handleError))
 	if err != nil {
 		return nil, fmt.Errorf("starting the ResourceSlice controller: %w", err)
 	}

@@ -100,11 +100,11 @@ func (run *draRun) printNotes(w io.Writer) {
 		fmt.Fprintf(w, "stored after the publish, %s: %d slices, %s KB as JSON (largest %s KB), %s KB as protobuf\n",
 			draSubjectName(i), z.slices, kb(int64(z.json)), kb(int64(z.maxJSON)), kb(int64(z.proto)))
 	}
-	fmt.Fprintln(w, "Library: resourceslice.StartController with a Node owner and the first slices, as kubeletplugin's first")
-	fmt.Fprintln(w, "PublishResources does (\"the call\" includes its wait for its informer); then Controller.Update. Floor: the same")
-	fmt.Fprintln(w, "slices created one by one with the typed client; for a change, one update of the slice that holds the device,")
-	fmt.Fprintf(w, "in place. The change is to device %d (the first slice); the unhealthy device leaves the pool. \"Until the API\n", draChanged)
-	fmt.Fprintln(w, "showed it\": from the call until a watch of the node's slices (another client) showed the pool's newest")
+	fmt.Fprintln(w, "Library: resourceslice.StartController with the bridge's options (bridge/dra.NodeSliceOptions: a Node owner) and")
+	fmt.Fprintln(w, "the first slices, as the bridge's first publish does (\"the call\" includes its wait for its informer); then")
+	fmt.Fprintln(w, "Controller.Update. Floor: the same slices created one by one with the typed client; for a change, one update")
+	fmt.Fprintf(w, "of the slice that holds the device, in place. The change is to device %d (the first slice); the unhealthy device leaves the pool.\n", draChanged)
+	fmt.Fprintln(w, "\"Until the API showed it\": from the call until a watch of the node's slices (another client) showed the pool's newest")
 	fmt.Fprintln(w, "generation complete with the wanted devices. Requests, writes and bytes: the publisher's client at its transport")
 	fmt.Fprintf(w, "(JSON, client-go's default rate limit, as the bridge's), up to %v after the API showed the step; sent = request\n", draSettle)
 	fmt.Fprintln(w, "bodies, received = response bodies read (the library's informer's watch included). Target: a change to one")

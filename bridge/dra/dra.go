@@ -159,16 +159,25 @@ func (d *Driver) PublishResources(_ context.Context, resources resourceslice.Dri
 		d.slices.Update(res)
 		return nil
 	}
-	owner := &resourceslice.Owner{APIVersion: "v1", Kind: "Node", Name: d.node}
-	c, err := resourceslice.StartController(d.ctx, resourceslice.Options{
-		DriverName: d.driver, KubeClient: d.client, Owner: owner, Resources: res,
-		SyncDelay: ptr.To(SliceSyncDelay), MutationCacheTTL: ptr.To(SliceCacheTTL), ErrorHandler: d.onError,
-	})
+	c, err := resourceslice.StartController(d.ctx, NodeSliceOptions(d.driver, d.node, d.client, res, d.onError))
 	if err != nil {
 		return fmt.Errorf("starting the ResourceSlice controller: %w", err)
 	}
 	d.slices = c
 	return nil
+}
+
+// NodeSliceOptions are the options of the controller that publishes
+// node's slices res of driver: the Node its owner, as
+// kubeletplugin.Helper has it, with SliceSyncDelay and SliceCacheTTL.
+// onError is told of every error, all of which it retries.
+func NodeSliceOptions(driver, node string, client kubernetes.Interface, res *resourceslice.DriverResources,
+	onError func(context.Context, error, string)) resourceslice.Options {
+	return resourceslice.Options{
+		DriverName: driver, KubeClient: client, Resources: res,
+		Owner:     &resourceslice.Owner{APIVersion: "v1", Kind: "Node", Name: node},
+		SyncDelay: ptr.To(SliceSyncDelay), MutationCacheTTL: ptr.To(SliceCacheTTL), ErrorHandler: onError,
+	}
 }
 
 // ErrNotRegistered is wrapped by Registered's error until the kubelet has
