@@ -1,25 +1,18 @@
 package schedtest
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/cdiexec/cdi/bridge/internal/testing/apitest"
 	"github.com/cdiexec/cdi/bridge/internal/testing/proctest"
 )
-
-// PodWait bounds WaitPod.
-const PodWait = 2 * time.Minute
 
 // Cluster is a running cluster, an admin client of it and the test's
 // namespace.
@@ -32,27 +25,43 @@ type Cluster struct {
 // Start runs a cluster for the test: the server startServer starts, then
 // the controller-manager and the scheduler over it. It calls startServer
 // only once it knows the programs, so that a skipped test starts nothing.
-// The namespace has its default ServiceAccount, which no controller here
-// makes and without which the apiserver admits no pod.
 func Start(t testing.TB, startServer func() *apitest.Env) *Cluster {
 	t.Helper()
 	sched, kcm := programs(t)
 	env := startServer()
-	admin := env.Kubeconfig(t, apitest.AdminUser)
-	common := []string{"--kubeconfig=" + admin, "--authentication-kubeconfig=" + admin, "--authorization-kubeconfig=" + admin,
-		"--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port=0"}
-	proctest.Start(t, exec.Command(kcm, append([]string{"--controllers=resourceclaim-controller"}, common...)...), "kube-controller-manager", nil)
-	proctest.Start(t, exec.Command(sched, common...), "kube-scheduler", nil)
+	startControllers(t, env, sched, kcm)
 	client, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := &Cluster{Env: env, Client: client, Namespace: env.Namespace(t)}
+	c.createDefaultServiceAccount(t)
+	return c
+}
+
+// startControllers runs kube-controller-manager, with the resourceclaim
+// controller alone, and kube-scheduler against env as its admin until
+// the test ends. Each is the only one of its kind, so elects no leader,
+// and serves no HTTPS (--secure-port=0): no test reads its health, and
+// tests running side by side would contend for the default port.
+func startControllers(t testing.TB, env *apitest.Env, sched, kcm string) {
+	t.Helper()
+	admin := env.Kubeconfig(t, apitest.AdminUser)
+	common := []string{"--kubeconfig=" + admin, "--authentication-kubeconfig=" + admin, "--authorization-kubeconfig=" + admin,
+		"--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port=0"}
+	proctest.Start(t, exec.Command(kcm, append([]string{"--controllers=resourceclaim-controller"}, common...)...), "kube-controller-manager", nil)
+	proctest.Start(t, exec.Command(sched, common...), "kube-scheduler", nil)
+}
+
+// createDefaultServiceAccount creates the namespace's default
+// ServiceAccount, which no controller here makes and without which the
+// apiserver admits no pod.
+func (c *Cluster) createDefaultServiceAccount(t testing.TB) {
+	t.Helper()
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
-	if _, err := client.CoreV1().ServiceAccounts(c.Namespace).Create(t.Context(), sa, metav1.CreateOptions{}); err != nil {
+	if _, err := c.Client.CoreV1().ServiceAccounts(c.Namespace).Create(t.Context(), sa, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	return c
 }
 
 // programs is the scheduler and the controller-manager that
@@ -93,44 +102,4 @@ func (c *Cluster) CreateNode(t testing.TB, name string, labels map[string]string
 	if _, err := c.Client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// WaitPod waits until done says yes of pod name, what saying what for
-// the failure's message, and returns the pod as done saw it.
-func (c *Cluster) WaitPod(t testing.TB, name, what string, done func(*corev1.Pod) bool) *corev1.Pod {
-	t.Helper()
-	var pod *corev1.Pod
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, PodWait, true, func(ctx context.Context) (bool, error) {
-		p, err := c.Client.CoreV1().Pods(c.Namespace).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		pod = p
-		return done(p), nil
-	})
-	if err != nil {
-		t.Fatalf("pod %s: %s: %v; last seen %+v", name, what, err, pod)
-	}
-	return pod
-}
-
-// Unschedulable is whether the scheduler gave up on the pod for now.
-func Unschedulable(p *corev1.Pod) bool {
-	for _, cond := range p.Status.Conditions {
-		if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
-			return true
-		}
-	}
-	return false
-}
-
-// AllocatedClaim is the claim of a scheduled pod's first resource claim,
-// which must be allocated.
-func (c *Cluster) AllocatedClaim(t testing.TB, pod *corev1.Pod) *resourceapi.ResourceClaim {
-	t.Helper()
-	claim, err := c.Client.ResourceV1().ResourceClaims(c.Namespace).Get(t.Context(), *pod.Status.ResourceClaimStatuses[0].ResourceClaimName, metav1.GetOptions{})
-	if err != nil || claim.Status.Allocation == nil {
-		t.Fatalf("claim of pod %s: %+v, %v", pod.Name, claim, err)
-	}
-	return claim
 }
