@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -20,11 +19,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/cdiexec/cdi/bridge/dra"
 	"github.com/cdiexec/cdi/bridge/internal/testing/apitest"
-	"github.com/cdiexec/cdi/bridge/internal/testing/proctest"
+	"github.com/cdiexec/cdi/bridge/internal/testing/schedtest"
 )
 
 const (
@@ -36,97 +34,16 @@ const (
 // cluster is a real kube-apiserver, kube-scheduler and
 // kube-controller-manager (its resourceclaim controller only), with a
 // Node object and no kubelet: the test is the kubelet's side.
-type cluster struct {
-	env    *apitest.Env
-	client kubernetes.Interface
-	ns     string
-}
+type cluster struct{ *schedtest.Cluster }
 
+// startCluster starts the cluster with what the scheduler needs: a Node
+// that takes pods and the DeviceClasses of the driver's devices.
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
-	sched, kcm := os.Getenv("KUBE_SCHEDULER"), os.Getenv("KUBE_CONTROLLER_MANAGER")
-	if sched == "" || kcm == "" {
-		if apitest.MustRun() {
-			t.Fatal("KUBE_SCHEDULER and KUBE_CONTROLLER_MANAGER must name the programs (the CI environment variable is set)")
-		}
-		t.Skip("skipping: KUBE_SCHEDULER and KUBE_CONTROLLER_MANAGER do not name the programs")
-	}
-	env := apitest.Start(t, apitest.Options{})
-	admin := env.Kubeconfig(t, apitest.AdminUser)
-	common := []string{"--kubeconfig=" + admin, "--authentication-kubeconfig=" + admin, "--authorization-kubeconfig=" + admin,
-		"--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port=0"}
-	proctest.Start(t, exec.Command(kcm, append([]string{"--controllers=resourceclaim-controller"}, common...)...), "kube-controller-manager", nil)
-	proctest.Start(t, exec.Command(sched, common...), "kube-scheduler", nil)
-	client, err := kubernetes.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &cluster{env: env, client: client, ns: env.Namespace(t)}
-	c.setUp(t)
+	c := &cluster{schedtest.Start(t, func() *apitest.Env { return apitest.Start(t, apitest.Options{}) })}
+	c.CreateNode(t, clusterNode, map[string]string{corev1.LabelHostname: clusterNode})
+	c.CreateExamples(t)
 	return c
-}
-
-// setUp creates what the scheduler needs: a Node that takes pods, the
-// namespace's default ServiceAccount (no controller makes it), and a
-// DeviceClass of the driver's devices.
-func (c *cluster) setUp(t *testing.T) {
-	t.Helper()
-	ctx := t.Context()
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: clusterNode, Labels: map[string]string{corev1.LabelHostname: clusterNode}}}
-	node, err := c.client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
-	node.Status.Allocatable = corev1.ResourceList{corev1.ResourcePods: resource.MustParse("110"),
-		corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi")}
-	node.Status.Capacity = node.Status.Allocatable
-	if node, err = c.client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// The apiserver taints a new Node not-ready; no node-lifecycle
-	// controller runs here to lift it.
-	node.Spec.Taints = nil
-	if _, err := c.client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
-	if _, err := c.client.CoreV1().ServiceAccounts(c.ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	for _, doc := range exampleDocs(t, "deviceclasses.yaml") {
-		var class resourceapi.DeviceClass
-		if err := yaml.UnmarshalStrict(doc, &class); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.client.ResourceV1().DeviceClasses().Create(ctx, &class, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, doc := range exampleDocs(t, "claimtemplates.yaml") {
-		var tmpl resourceapi.ResourceClaimTemplate
-		if err := yaml.UnmarshalStrict(doc, &tmpl); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.client.ResourceV1().ResourceClaimTemplates(c.ns).Create(ctx, &tmpl, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// exampleDocs is the YAML documents of a file of the shipped DRA
-// examples, bridge/deploy/examples/dra: the cluster uses them as they are.
-func exampleDocs(t *testing.T, file string) [][]byte {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "deploy", "examples", "dra", file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var docs [][]byte
-	for _, d := range strings.Split(string(data), "\n---\n") {
-		docs = append(docs, []byte(d))
-	}
-	return docs
 }
 
 // podWithTerminals creates a pod on the node whose claim, from a
@@ -138,7 +55,7 @@ func (c *cluster) podWithTerminals(t *testing.T, name string, count int64) {
 			Name: "ttys", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: ttyClass, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: count},
 		}}}},
 	}}
-	if _, err := c.client.ResourceV1().ResourceClaimTemplates(c.ns).Create(t.Context(), tmpl, metav1.CreateOptions{}); err != nil {
+	if _, err := c.Client.ResourceV1().ResourceClaimTemplates(c.Namespace).Create(t.Context(), tmpl, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	c.podWithClaim(t, name, tmpl.Name)
@@ -154,7 +71,7 @@ func (c *cluster) podWithClaim(t *testing.T, name, template string) {
 		Containers: []corev1.Container{{Name: "c", Image: "none", Resources: corev1.ResourceRequirements{
 			Claims: []corev1.ResourceClaim{{Name: "devices"}}}}},
 	}}
-	if _, err := c.client.CoreV1().Pods(c.ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
+	if _, err := c.Client.CoreV1().Pods(c.Namespace).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -162,23 +79,10 @@ func (c *cluster) podWithClaim(t *testing.T, name, template string) {
 // scheduled is whether the scheduler bound the pod to the node.
 func scheduled(p *corev1.Pod) bool { return p.Spec.NodeName == clusterNode }
 
-// unschedulable is whether the scheduler gave up on the pod for now.
-func unschedulable(p *corev1.Pod) bool {
-	for _, cond := range p.Status.Conditions {
-		if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
-			return true
-		}
-	}
-	return false
-}
-
 // allocated is the devices allocated to the pod's claim, and the claim.
 func (c *cluster) allocated(t *testing.T, pod *corev1.Pod) ([]string, *resourceapi.ResourceClaim) {
 	t.Helper()
-	claim, err := c.client.ResourceV1().ResourceClaims(c.ns).Get(t.Context(), *pod.Status.ResourceClaimStatuses[0].ResourceClaimName, metav1.GetOptions{})
-	if err != nil || claim.Status.Allocation == nil {
-		t.Fatalf("claim of pod %s: %+v, %v", pod.Name, claim, err)
-	}
+	claim := c.AllocatedClaim(t, pod)
 	var names []string
 	for _, r := range claim.Status.Allocation.Devices.Results {
 		names = append(names, r.Pool+" "+r.Device)
@@ -187,31 +91,13 @@ func (c *cluster) allocated(t *testing.T, pod *corev1.Pod) ([]string, *resourcea
 	return names, claim
 }
 
-// waitPod waits until done says yes of the pod.
-func (c *cluster) waitPod(t *testing.T, name, what string, done func(*corev1.Pod) bool) *corev1.Pod {
-	t.Helper()
-	var pod *corev1.Pod
-	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, clusterWait, true, func(ctx context.Context) (bool, error) {
-		p, err := c.client.CoreV1().Pods(c.ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		pod = p
-		return done(pod), nil
-	})
-	if err != nil {
-		t.Fatalf("pod %s: %s: %v; last seen %+v", name, what, err, pod)
-	}
-	return pod
-}
-
 // waitSlices waits until the driver's slices of pool hold devices
 // devices, each with the id and resource INFO gave it.
 func (c *cluster) waitSlices(t *testing.T, pool, resource string, devices int) {
 	t.Helper()
 	var seen []resourceapi.Device
 	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, clusterWait, true, func(ctx context.Context) (bool, error) {
-		l, err := c.client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.driver=cdi.local"})
+		l, err := c.Client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.driver=cdi.local"})
 		if err != nil {
 			return false, nil
 		}
@@ -273,14 +159,14 @@ func TestClusterAllocatesPreparesAndUnprepares(t *testing.T) {
 	c := startCluster(t)
 	r := newRig(t, 1, withGPUs) // four terminals, one slot each; four GPUs
 	dir := shortDir(t)
-	stop := r.startDriver(t, c.client, dir)
+	stop := r.startDriver(t, c.Client, dir)
 	defer func() { stop() }()
 	ctx := t.Context()
 	c.waitSlices(t, "n/tty-generic", "tty", 4)
 	c.waitSlices(t, "n/gpu-drm", "gpu", 4)
 
 	c.podWithTerminals(t, "two", 2)
-	devices, claim := c.allocated(t, c.waitPod(t, "two", "scheduled", scheduled))
+	devices, claim := c.allocated(t, c.WaitPod(t, "two", "scheduled", scheduled))
 	claimName := claim.Name
 	if len(devices) != 2 || !strings.HasPrefix(devices[0], "n/tty-generic ") || !strings.HasPrefix(devices[1], "n/tty-generic ") {
 		t.Fatalf("allocation %v, want two terminals of pool n/tty-generic", devices)
@@ -288,19 +174,19 @@ func TestClusterAllocatesPreparesAndUnprepares(t *testing.T) {
 
 	t.Run("refused when nothing fits", func(t *testing.T) {
 		c.podWithTerminals(t, "three", 3) // two of four are left
-		c.waitPod(t, "three", "unschedulable", unschedulable)
+		c.WaitPod(t, "three", "unschedulable", schedtest.Unschedulable)
 	})
 	t.Run("two GPUs on one NUMA node", func(t *testing.T) {
 		// The shipped template; only NUMA node 0 has two GPUs.
 		c.podWithClaim(t, "gpus", "two-gpus-one-numa-node")
-		got, _ := c.allocated(t, c.waitPod(t, "gpus", "scheduled", scheduled))
+		got, _ := c.allocated(t, c.WaitPod(t, "gpus", "scheduled", scheduled))
 		want := []string{"n/gpu-drm " + DeviceName("0000:03:00.0"), "n/gpu-drm " + DeviceName("0000:41:00.0")}
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("allocation %v, want %v", got, want)
 		}
 		// Two GPUs are left, on node 1 and on none: no pair.
 		c.podWithClaim(t, "gpus-again", "two-gpus-one-numa-node")
-		c.waitPod(t, "gpus-again", "unschedulable", unschedulable)
+		c.WaitPod(t, "gpus-again", "unschedulable", schedtest.Unschedulable)
 	})
 
 	t.Run("an extended resource, the old way", func(t *testing.T) {
@@ -311,14 +197,14 @@ func TestClusterAllocatesPreparesAndUnprepares(t *testing.T) {
 			Containers: []corev1.Container{{Name: "c", Image: "none", Resources: corev1.ResourceRequirements{
 				Limits: corev1.ResourceList{"cdi.local/tty-generic": resource.MustParse("1")}}}},
 		}}
-		if _, err := c.client.CoreV1().Pods(c.ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		if _, err := c.Client.CoreV1().Pods(c.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		pod = c.waitPod(t, "legacy", "scheduled", scheduled)
+		pod = c.WaitPod(t, "legacy", "scheduled", scheduled)
 		if pod.Status.ExtendedResourceClaimStatus == nil {
 			t.Fatalf("pod status %+v: no claim for the extended resource", pod.Status)
 		}
-		claim, err := c.client.ResourceV1().ResourceClaims(c.ns).Get(ctx, pod.Status.ExtendedResourceClaimStatus.ResourceClaimName, metav1.GetOptions{})
+		claim, err := c.Client.ResourceV1().ResourceClaims(c.Namespace).Get(ctx, pod.Status.ExtendedResourceClaimStatus.ResourceClaimName, metav1.GetOptions{})
 		if err != nil || claim.Status.Allocation == nil {
 			t.Fatalf("the scheduler's claim: %+v, %v", claim, err)
 		}
@@ -328,7 +214,7 @@ func TestClusterAllocatesPreparesAndUnprepares(t *testing.T) {
 	})
 
 	kubelet := kubeletClient(t, filepath.Join(dir, "plugin"))
-	ref := []*drapbv1.Claim{{Namespace: c.ns, Name: claimName, Uid: string(claim.UID)}}
+	ref := []*drapbv1.Claim{{Namespace: c.Namespace, Name: claimName, Uid: string(claim.UID)}}
 	prep, err := kubelet.NodePrepareResources(ctx, &drapbv1.NodePrepareResourcesRequest{Claims: ref})
 	if err != nil {
 		t.Fatal(err)
@@ -349,7 +235,7 @@ func TestClusterAllocatesPreparesAndUnprepares(t *testing.T) {
 	// kubelet plugin on the socket.
 	stop()
 	r.p = r.preparer(t)
-	stop = r.startDriver(t, c.client, dir)
+	stop = r.startDriver(t, c.Client, dir)
 	kubelet = kubeletClient(t, filepath.Join(dir, "plugin"))
 	unprep, err := kubelet.NodeUnprepareResources(ctx, &drapbv1.NodeUnprepareResourcesRequest{Claims: ref})
 	if err != nil || unprep.Claims[string(claim.UID)] == nil || unprep.Claims[string(claim.UID)].Error != "" {

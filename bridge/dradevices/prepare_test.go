@@ -107,10 +107,16 @@ func (r *rig) preparer(t *testing.T) *Preparer {
 	return p
 }
 
-// allocations lists the terminals' plugin's request-ids (LIST).
+// allocations lists the terminals' plugin's request-ids.
 func (r *rig) allocations(t *testing.T) []string {
 	t.Helper()
-	l, err := r.pool(t, "tty-generic").Plugin.List(context.Background())
+	return r.requestIDs(t, "tty-generic")
+}
+
+// requestIDs lists the request-ids of pool's plugin (LIST).
+func (r *rig) requestIDs(t *testing.T, pool string) []string {
+	t.Helper()
+	l, err := r.pool(t, pool).Plugin.List(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -145,7 +145,7 @@ func TestPrepareSharedDevice(t *testing.T) {
 			t.Errorf("claim %s: spec %+v, want the camera's env", uid, s)
 		}
 	}
-	ids := r.cameraAllocations(t)
+	ids := r.requestIDs(t, "camera-endpoint")
 	if fmt.Sprint(ids) != "[u1-0 u2-0]" {
 		t.Errorf("camera allocations %v, want one per claim", ids)
 	}
@@ -157,7 +157,7 @@ func TestPrepareSharedDevice(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if ids := r.cameraAllocations(t); len(ids) != 0 {
+	if ids := r.requestIDs(t, "camera-endpoint"); len(ids) != 0 {
 		t.Errorf("camera allocations %v after Unprepare", ids)
 	}
 }
@@ -177,21 +177,7 @@ func TestPrepareSharedRefuses(t *testing.T) {
 			}
 		})
 	}
-	if ids := r.cameraAllocations(t); len(ids) != 0 {
+	if ids := r.requestIDs(t, "camera-endpoint"); len(ids) != 0 {
 		t.Errorf("camera allocations %v", ids)
 	}
-}
-
-// cameraAllocations lists the camera plugin's request-ids (LIST).
-func (r *rig) cameraAllocations(t *testing.T) []string {
-	t.Helper()
-	l, err := r.pool(t, "camera-endpoint").Plugin.List(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for _, a := range l.Allocations {
-		ids = append(ids, a.RequestID)
-	}
-	return ids
 }

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -16,12 +15,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kwait "k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/cdiexec/cdi/bridge/departed"
 	"github.com/cdiexec/cdi/bridge/dradevices"
@@ -29,50 +25,31 @@ import (
 	"github.com/cdiexec/cdi/bridge/internal/testing/apitest"
 	"github.com/cdiexec/cdi/bridge/internal/testing/kubelettest"
 	"github.com/cdiexec/cdi/bridge/internal/testing/proctest"
+	"github.com/cdiexec/cdi/bridge/internal/testing/schedtest"
 	"github.com/cdiexec/cdi/plugins/exectest"
 )
 
-// sharedWait bounds each wait of TestDRASharedCamera: a leader's
-// takeover is within the Lease's duration.
+// sharedWait bounds TestDRASharedCamera's waits for the Lease and the
+// slices (schedtest.PodWait those for pods): a leader's takeover is
+// within the Lease's duration.
 const sharedWait = 2 * time.Minute
 
 // sharedCluster is a real kube-apiserver, kube-scheduler and
 // kube-controller-manager (its resourceclaim controller), with the
 // shipped DRA examples, and bridges as nodes of it, each with no kubelet
 // but the test.
-type sharedCluster struct {
-	env    *apitest.Env
-	client kubernetes.Interface
-	ns     string
-}
+type sharedCluster struct{ *schedtest.Cluster }
 
+// startSharedCluster starts the cluster, its bridge user bound to the
+// DRA role and granted the rest of what the bridge's ServiceAccount has.
 func startSharedCluster(t *testing.T) *sharedCluster {
 	t.Helper()
-	sched, kcm := os.Getenv("KUBE_SCHEDULER"), os.Getenv("KUBE_CONTROLLER_MANAGER")
-	if sched == "" || kcm == "" {
-		if apitest.MustRun() {
-			t.Fatal("KUBE_SCHEDULER and KUBE_CONTROLLER_MANAGER must name the programs (the CI environment variable is set)")
-		}
-		t.Skip("skipping: KUBE_SCHEDULER and KUBE_CONTROLLER_MANAGER do not name the programs")
-	}
-	env := apitest.StartWithInstances(t, apitest.Options{Users: []apitest.User{{Name: "bridge"}}})
-	admin := env.Kubeconfig(t, apitest.AdminUser)
-	common := []string{"--kubeconfig=" + admin, "--authentication-kubeconfig=" + admin, "--authorization-kubeconfig=" + admin,
-		"--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port=0"}
-	proctest.Start(t, exec.Command(kcm, append([]string{"--controllers=resourceclaim-controller"}, common...)...), "kube-controller-manager", nil)
-	proctest.Start(t, exec.Command(sched, common...), "kube-scheduler", nil)
-	client, err := kubernetes.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &sharedCluster{env: env, client: client, ns: env.Namespace(t)}
-	bindDRARole(t, client, "bridge")
+	c := &sharedCluster{schedtest.Start(t, func() *apitest.Env {
+		return apitest.StartWithInstances(t, apitest.Options{Users: []apitest.User{{Name: "bridge"}}})
+	})}
+	bindDRARole(t, c.Client, "bridge")
 	c.grantBridge(t)
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
-	if _, err := client.CoreV1().ServiceAccounts(c.ns).Create(t.Context(), sa, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	c.createExamples(t)
+	c.CreateExamples(t)
 	return c
 }
 
@@ -90,78 +67,17 @@ func (c *sharedCluster) grantBridge(t *testing.T) {
 	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
 		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "bridge"}}}
-	if _, err := c.client.RbacV1().ClusterRoles().Create(t.Context(), role, metav1.CreateOptions{}); err != nil {
+	if _, err := c.Client.RbacV1().ClusterRoles().Create(t.Context(), role, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.client.RbacV1().ClusterRoleBindings().Create(t.Context(), binding, metav1.CreateOptions{}); err != nil {
+	if _, err := c.Client.RbacV1().ClusterRoleBindings().Create(t.Context(), binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// createExamples creates the shipped DeviceClasses and
-// ResourceClaimTemplates (bridge/deploy/examples/dra) as they are.
-func (c *sharedCluster) createExamples(t *testing.T) {
-	t.Helper()
-	for _, doc := range exampleDocs(t, "deviceclasses.yaml") {
-		var class resourceapi.DeviceClass
-		if err := yaml.UnmarshalStrict(doc, &class); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.client.ResourceV1().DeviceClasses().Create(t.Context(), &class, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, doc := range exampleDocs(t, "claimtemplates.yaml") {
-		var tmpl resourceapi.ResourceClaimTemplate
-		if err := yaml.UnmarshalStrict(doc, &tmpl); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.client.ResourceV1().ResourceClaimTemplates(c.ns).Create(t.Context(), &tmpl, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-func exampleDocs(t *testing.T, file string) [][]byte {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "deploy", "examples", "dra", file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var docs [][]byte
-	for _, d := range strings.Split(string(data), "\n---\n") {
-		docs = append(docs, []byte(d))
-	}
-	return docs
 }
 
 // hostname is the kubernetes.io/hostname label of node: not its name,
 // so that the test sees the label selected.
 func hostname(node string) string { return "host-" + node }
-
-// createNode creates a ready, untainted Node that takes pods.
-func (c *sharedCluster) createNode(t *testing.T, name string) {
-	t.Helper()
-	ctx := t.Context()
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelHostname: hostname(name)}}}
-	node, err := c.client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
-	node.Status.Allocatable = corev1.ResourceList{corev1.ResourcePods: resource.MustParse("110"),
-		corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi")}
-	node.Status.Capacity = node.Status.Allocatable
-	if node, err = c.client.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// The apiserver taints a new Node not-ready; no node-lifecycle
-	// controller runs here to lift it.
-	node.Spec.Taints = nil
-	if _, err := c.client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // sharedNode is a bridge serving the camera pool through DRA as node
 // name; pluginDir holds its DRA socket.
@@ -181,7 +97,7 @@ type camera struct {
 // with the Kubernetes store, as the bridge's user.
 func (c *sharedCluster) startSharedNode(t *testing.T, name string, cams ...camera) *sharedNode {
 	t.Helper()
-	c.createNode(t, name)
+	c.CreateNode(t, name, map[string]string{corev1.LabelHostname: hostname(name)})
 	var endpoints []map[string]any
 	for _, cam := range cams {
 		e := map[string]any{"id": cam.id, "url": "rtsp://192.0.2.1/" + cam.id}
@@ -206,7 +122,7 @@ func (c *sharedCluster) startSharedNode(t *testing.T, name string, cams ...camer
 	n := &sharedNode{name: name, pluginDir: filepath.Join(draDir, "plugin")}
 	n.cmd = exec.Command(filepath.Join(binDir, "cdi-bridge"), "--conf-dir", confDir, "--plugin-path", binDir, "--node-name", name,
 		"--device-plugin-dir", h.Dir, "--pod-resources-socket", h.PodResourcesSocket, "--domain", "cdi.local", "--metrics-address", "",
-		"--cdi-spec-dir", t.TempDir(), "--store", "kube", "--namespace", c.ns, "--kubeconfig", c.env.Kubeconfig(t, "bridge"),
+		"--cdi-spec-dir", t.TempDir(), "--store", "kube", "--namespace", c.Namespace, "--kubeconfig", c.Env.Kubeconfig(t, "bridge"),
 		"--dra-pools", "camera-endpoint", "--dra-checkpoint", filepath.Join(t.TempDir(), "claims.json"),
 		"--dra-plugin-dir", n.pluginDir, "--dra-registrar-dir", regDir)
 	proctest.Start(t, n.cmd, "cdi-bridge "+name, nil)
@@ -232,7 +148,7 @@ func (c *sharedCluster) sharedSlices(t *testing.T, want map[string]string) resou
 	var last []resourceapi.ResourceSlice
 	var got map[string]string
 	err := kwait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, sharedWait, true, func(ctx context.Context) (bool, error) {
-		l, err := c.client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.driver=cdi.local"})
+		l, err := c.Client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.driver=cdi.local"})
 		if err != nil {
 			return false, nil
 		}
@@ -285,49 +201,13 @@ func (c *sharedCluster) podOn(t *testing.T, name, node, template string) {
 		Containers: []corev1.Container{{Name: "c", Image: "none", Resources: corev1.ResourceRequirements{
 			Claims: []corev1.ResourceClaim{{Name: "camera"}}}}},
 	}}
-	if _, err := c.client.CoreV1().Pods(c.ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
+	if _, err := c.Client.CoreV1().Pods(c.Namespace).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// waitPod waits until done says yes of pod name.
-func (c *sharedCluster) waitPod(t *testing.T, name, what string, done func(*corev1.Pod) bool) *corev1.Pod {
-	t.Helper()
-	var pod *corev1.Pod
-	err := kwait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, sharedWait, true, func(ctx context.Context) (bool, error) {
-		p, err := c.client.CoreV1().Pods(c.ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		pod = p
-		return done(p), nil
-	})
-	if err != nil {
-		t.Fatalf("pod %s: %s: %v; last seen %+v", name, what, err, pod)
-	}
-	return pod
-}
-
+// bound is whether the scheduler bound the pod to a node.
 func bound(p *corev1.Pod) bool { return p.Spec.NodeName != "" }
-
-func unschedulable(p *corev1.Pod) bool {
-	for _, cond := range p.Status.Conditions {
-		if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
-			return true
-		}
-	}
-	return false
-}
-
-// claimOf is the allocated claim of a scheduled pod.
-func (c *sharedCluster) claimOf(t *testing.T, pod *corev1.Pod) *resourceapi.ResourceClaim {
-	t.Helper()
-	claim, err := c.client.ResourceV1().ResourceClaims(c.ns).Get(t.Context(), *pod.Status.ResourceClaimStatuses[0].ResourceClaimName, metav1.GetOptions{})
-	if err != nil || claim.Status.Allocation == nil {
-		t.Fatalf("claim of pod %s: %+v, %v", pod.Name, claim, err)
-	}
-	return claim
-}
 
 // leader waits until the departed-node Lease is held by one of nodes
 // other than not, and returns it.
@@ -335,7 +215,7 @@ func (c *sharedCluster) leader(t *testing.T, not string) string {
 	t.Helper()
 	var holder string
 	err := kwait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, sharedWait, true, func(ctx context.Context) (bool, error) {
-		lease, err := c.client.CoordinationV1().Leases(c.ns).Get(ctx, departed.DefaultLease, metav1.GetOptions{})
+		lease, err := c.Client.CoordinationV1().Leases(c.Namespace).Get(ctx, departed.DefaultLease, metav1.GetOptions{})
 		if err != nil || lease.Spec.HolderIdentity == nil {
 			return false, nil
 		}
@@ -387,7 +267,7 @@ func TestDRASharedCamera(t *testing.T) {
 	c.podOn(t, "on-n2", "n2", "lobby-camera")
 	var claims []*resourceapi.ResourceClaim
 	for _, name := range []string{"on-n1", "on-n2"} {
-		claim := c.claimOf(t, c.waitPod(t, name, "scheduled", bound))
+		claim := c.AllocatedClaim(t, c.WaitPod(t, name, "scheduled", bound))
 		r := claim.Status.Allocation.Devices.Results
 		if len(r) != 1 || r[0].Pool != "camera-endpoint" || r[0].Device != "gate" {
 			t.Fatalf("pod %s: allocation %+v, want gate of the shared pool", name, r)
@@ -395,11 +275,11 @@ func TestDRASharedCamera(t *testing.T) {
 		claims = append(claims, claim)
 	}
 	c.podOn(t, "third", "n1", "lobby-camera")
-	c.waitPod(t, "third", "unschedulable: gate's two slots are taken", unschedulable)
+	c.WaitPod(t, "third", "unschedulable: gate's two slots are taken", schedtest.Unschedulable)
 	c.podOn(t, "gate-on-n3", "n3", "lobby-camera")
-	c.waitPod(t, "gate-on-n3", "unschedulable: n3 does not see gate", unschedulable)
+	c.WaitPod(t, "gate-on-n3", "unschedulable: n3 does not see gate", schedtest.Unschedulable)
 	c.podOn(t, "dock-on-n3", "n3", "one-camera")
-	if r := c.claimOf(t, c.waitPod(t, "dock-on-n3", "scheduled", bound)).Status.Allocation.Devices.Results; len(r) != 1 || r[0].Device != "dock" {
+	if r := c.AllocatedClaim(t, c.WaitPod(t, "dock-on-n3", "scheduled", bound)).Status.Allocation.Devices.Results; len(r) != 1 || r[0].Device != "dock" {
 		t.Fatalf("pod dock-on-n3: allocation %+v, want dock", r)
 	}
 
@@ -425,7 +305,7 @@ func TestDRASharedCamera(t *testing.T) {
 	// n4 leaves the cluster: the leader clears its Presences, and gate
 	// no longer selects it.
 	n4.stop(t)
-	if err := c.client.CoreV1().Nodes().Delete(t.Context(), "n4", metav1.DeleteOptions{}); err != nil {
+	if err := c.Client.CoreV1().Nodes().Delete(t.Context(), "n4", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	c.sharedSlices(t, map[string]string{"gate": "[host-n1 host-n2]", "dock": "[host-n3]"})
