@@ -67,16 +67,6 @@ func (h *fakeHandler) PreferredAllocation(context.Context, *pluginapi.PreferredA
 	return nil, nil
 }
 
-// shortDir is a temp dir short enough for unix socket paths.
-func shortDir(t *testing.T) string {
-	dir, err := os.MkdirTemp("", "dp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
-
 // startPlugins runs Plugins in dir, polling fast, with at most parallel
 // registrations in flight (0: the default), and returns it.
 func startPlugins(t *testing.T, dir string, log *slog.Logger, parallel int) (ps *Plugins, stop func()) {
@@ -106,7 +96,7 @@ func ids(devs []*pluginapi.Device) string {
 }
 
 func TestLifecycle(t *testing.T) {
-	dir := shortDir(t)
+	dir := kubelettest.SocketDir(t, "dp")
 	k, err := kubelettest.Start(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +154,7 @@ func TestLifecycle(t *testing.T) {
 // A plugin started before the kubelet keeps trying and registers once
 // the kubelet is up.
 func TestRegistersWhenKubeletArrives(t *testing.T) {
-	dir := shortDir(t)
+	dir := kubelettest.SocketDir(t, "dp")
 	startPlugin(t, dir, &fakeHandler{devs: []Device{{ID: "a", Healthy: true}}})
 	time.Sleep(300 * time.Millisecond) // let a few attempts fail
 	k, err := kubelettest.Start(dir)
@@ -188,7 +178,7 @@ func TestSocketName(t *testing.T) {
 // When the kubelet drops the stream and opens no other, the plugin
 // registers again after StreamGrace.
 func TestReregistersAfterDroppedStream(t *testing.T) {
-	dir := shortDir(t)
+	dir := kubelettest.SocketDir(t, "dp")
 	k, err := kubelettest.Start(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -209,7 +199,7 @@ func TestReregistersAfterDroppedStream(t *testing.T) {
 func TestSocketMode(t *testing.T) {
 	old := syscall.Umask(0)
 	defer syscall.Umask(old)
-	dir := shortDir(t)
+	dir := kubelettest.SocketDir(t, "dp")
 	k, err := kubelettest.Start(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -231,7 +221,7 @@ func TestSocketMode(t *testing.T) {
 // Sockets of the domain that nothing serves (left by a SIGKILL) are
 // removed; a served one, another domain's, and a plain file are kept.
 func TestRemoveStaleSockets(t *testing.T) {
-	dir := shortDir(t)
+	dir := kubelettest.SocketDir(t, "dp")
 	listen := func(name string, serve bool) {
 		l, err := net.Listen("unix", filepath.Join(dir, name))
 		if err != nil {
@@ -284,7 +274,7 @@ func (s *syncBuffer) String() string {
 // not once per plugin per retry; when kubelet.sock appears, every plugin
 // registers.
 func TestWaitsQuietlyForTheKubelet(t *testing.T) {
-	dir := shortDir(t)
+	dir := kubelettest.SocketDir(t, "dp")
 	var log syncBuffer
 	ps, _ := startPlugins(t, dir, slog.New(slog.NewTextHandler(&log, nil)), 0)
 	resources := []string{"cdi.example.com/a", "cdi.example.com/b", "cdi.example.com/c"}
@@ -316,7 +306,7 @@ func TestWaitsQuietlyForTheKubelet(t *testing.T) {
 // A removed plugin's stream gets an empty list and its socket goes; the
 // others serve on.
 func TestRemove(t *testing.T) {
-	dir := shortDir(t)
+	dir := kubelettest.SocketDir(t, "dp")
 	k, err := kubelettest.Start(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -350,7 +340,7 @@ func TestRemove(t *testing.T) {
 
 // Many plugins register through a few workers, each once.
 func TestManyPlugins(t *testing.T) {
-	dir := shortDir(t)
+	dir := kubelettest.SocketDir(t, "dp")
 	k, err := kubelettest.Start(dir)
 	if err != nil {
 		t.Fatal(err)

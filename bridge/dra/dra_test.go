@@ -20,18 +20,8 @@ import (
 
 	"github.com/cdiexec/cdi/bridge/dra"
 	"github.com/cdiexec/cdi/bridge/dra/dratest"
+	"github.com/cdiexec/cdi/bridge/internal/testing/kubelettest"
 )
-
-// shortDir is a directory whose socket paths fit in sun_path (108 bytes),
-// which t.TempDir's may not.
-func shortDir(t *testing.T) string {
-	dir, err := os.MkdirTemp("", "dra")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
 
 func allocatedClaim(uid types.UID) *resourceapi.ResourceClaim {
 	return &resourceapi.ResourceClaim{
@@ -61,7 +51,7 @@ func startDriver(t *testing.T, devices dra.Devices, claims ...*resourceapi.Resou
 // directory it returns: plugin/dra.sock and registry/cdi.local-reg.sock.
 func startDriverIn(t *testing.T, devices dra.Devices, claims ...*resourceapi.ResourceClaim) (*dra.Driver, string) {
 	t.Helper()
-	dir := shortDir(t)
+	dir := kubelettest.SocketDir(t, "dra")
 	var objs []runtime.Object
 	for _, c := range claims {
 		objs = append(objs, c)

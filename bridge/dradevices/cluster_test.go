@@ -22,6 +22,7 @@ import (
 
 	"github.com/cdiexec/cdi/bridge/dra"
 	"github.com/cdiexec/cdi/bridge/internal/testing/apitest"
+	"github.com/cdiexec/cdi/bridge/internal/testing/kubelettest"
 	"github.com/cdiexec/cdi/bridge/internal/testing/schedtest"
 )
 
@@ -158,7 +159,7 @@ func (r *rig) startDriver(t *testing.T, client kubernetes.Interface, dir string)
 func TestClusterAllocatesPreparesAndUnprepares(t *testing.T) {
 	c := startCluster(t)
 	r := newRig(t, 1, withGPUs) // four terminals, one slot each; four GPUs
-	dir := shortDir(t)
+	dir := kubelettest.SocketDir(t, "dra")
 	stop := r.startDriver(t, c.Client, dir)
 	defer func() { stop() }()
 	ctx := t.Context()
@@ -247,15 +248,4 @@ func TestClusterAllocatesPreparesAndUnprepares(t *testing.T) {
 	if ids := r.allocations(t); len(ids) != 0 {
 		t.Errorf("plugin allocations %v after Unprepare", ids)
 	}
-}
-
-// shortDir is a directory whose socket paths fit in sun_path (108 bytes),
-// which t.TempDir's may not.
-func shortDir(t *testing.T) string {
-	dir, err := os.MkdirTemp("", "dra")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
 }

@@ -180,11 +180,7 @@ func startDRABridge(t *testing.T, env *apitest.Env, client kubernetes.Interface,
 		"args": map[string]any{"root": exectest.FixtureRoot(t), "stateDir": exectest.StateDir(t),
 			"groups": []map[string]any{{"name": "serial", "paths": []string{"/dev/ttyUSB*"}}}}})
 	h = kubelettest.NewHost(t)
-	draDir, err := os.MkdirTemp("", "dra")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(draDir) })
+	draDir := kubelettest.SocketDir(t, "dra")
 	regDir = filepath.Join(draDir, "registry")
 	if err := os.Mkdir(regDir, 0o700); err != nil {
 		t.Fatal(err)

@@ -110,11 +110,7 @@ func (c *sharedCluster) startSharedNode(t *testing.T, name string, cams ...camer
 	writeDropIn(t, confDir, "camera.d/endpoint.conf", map[string]any{"cdiVersion": "0.1.0", "name": "cameras", "type": "camera",
 		"plugin": "endpoint", "args": map[string]any{"stateDir": exectest.StateDir(t), "capacity": 2, "envPrefix": "CAMERA", "endpoints": endpoints}})
 	h := kubelettest.NewHost(t)
-	draDir, err := os.MkdirTemp("", "dra")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(draDir) })
+	draDir := kubelettest.SocketDir(t, "dra")
 	regDir := filepath.Join(draDir, "registry")
 	if err := os.Mkdir(regDir, 0o700); err != nil {
 		t.Fatal(err)

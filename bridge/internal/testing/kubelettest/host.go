@@ -20,15 +20,24 @@ type Host struct {
 	Pods               *PodResources
 }
 
-// NewHost starts a Host. Its directory is made under os.TempDir, not
-// t.TempDir: unix socket paths are limited to about a hundred bytes.
-func NewHost(tb testing.TB) *Host {
+// SocketDir is a new directory for unix sockets, removed when the test
+// ends. It is made under os.TempDir, not t.TempDir, whose paths can pass
+// the hundred or so bytes a socket's path may have (sun_path).
+func SocketDir(tb testing.TB, prefix string) string {
 	tb.Helper()
-	dir, err := os.MkdirTemp("", "kl")
+	dir, err := os.MkdirTemp("", prefix)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// NewHost starts a Host, in a SocketDir.
+func NewHost(tb testing.TB) *Host {
+	tb.Helper()
+	dir := SocketDir(tb, "kl")
+	var err error
 	h := &Host{Dir: dir, PodResourcesSocket: filepath.Join(dir, "pod-resources.sock")}
 	if h.Kubelet, err = Start(dir); err != nil {
 		tb.Fatal(err)
