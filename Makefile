@@ -32,7 +32,7 @@ help:
 	@echo "make kube-apiserver the kube-apiserver the Kubernetes tests run, into bin/ (a cold build takes minutes)"
 	@echo "make kube-controllers kube-scheduler and kube-controller-manager, for the DRA cluster test and the node test, into bin/"
 	@echo "make node-bins      the kubelet, kube-scheduler, kube-controller-manager and containerd $(CONTAINERD_VERSION) the node test runs, into bin/"
-	@echo "make lint           gofmt, go vet, staticcheck, and go.mod tidy in both modules"
+	@echo "make lint           merge-conflict markers, gofmt, go vet, staticcheck, and go.mod tidy in both modules"
 	@echo "make bench          benchmarks: the plugins' and the bridge's (go test -bench, benchstat), the DRA front end's"
 	@echo "                    ResourceSlice publishing, then the cluster simulation; tables of ratios against floors"
 	@echo "                    measured in the same run (BENCH=\"-rounds 50 -dra-rounds 10\" and SIM=\"-sim-nodes 10\""
@@ -182,7 +182,11 @@ GOTESTSUM_RUN := --format pkgname --hide-summary skipped
 # enters our go.mod files.
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
+# A merge's conflict markers, in any tracked file, fail the lint: the three
+# shapes git writes, each at the start of a line (the base's ||||||| too).
+CONFLICT_MARKERS := ^(<<<<<<<|>>>>>>>|\|\|\|\|\|\|\|)( |$$)|^=======$$
 lint:
+	@if git grep -nE '$(CONFLICT_MARKERS)'; then echo "merge-conflict markers in the lines above"; exit 1; fi
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	cd $(E2E) && $(GO) vet ./...
