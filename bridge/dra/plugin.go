@@ -59,6 +59,13 @@ func (p *plugin) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 	return out, nil
 }
 
+// WatchHealthStatus says that device health is not reported through DRA:
+// the helper then tells the kubelet so, and health reaches the scheduler
+// through the ResourceSlices alone.
+func (p *plugin) WatchHealthStatus(context.Context, chan<- kubeletplugin.DeviceHealthReport) error {
+	return kubeletplugin.ErrHealthNotSupported
+}
+
 // HandleError logs what the library met in the background. Publishing
 // errors are all recoverable (the library retries); any other stops the
 // bridge through onFatal.
