@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/cdiexec/cdi/bridge/instance"
@@ -18,7 +19,7 @@ func TestRegistration(t *testing.T) {
 	b := startBridge(t, k, newBridgeFiles(t))
 	k.waitCapacity(t, b, baseline())
 
-	all := k.m.GetAllocatableDevices()
+	all := k.m.GetAllocatableDevices(klog.Background())
 	pools := map[string]int{}
 	for _, d := range fixtureDevices() {
 		pools[pool(d.pool)]++

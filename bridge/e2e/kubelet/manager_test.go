@@ -23,6 +23,7 @@ import (
 	"k8s.io/kubernetes/pkg/kubelet/cm/devicemanager"
 	"k8s.io/kubernetes/pkg/kubelet/cm/topologymanager"
 	"k8s.io/kubernetes/pkg/kubelet/config"
+	"k8s.io/kubernetes/pkg/kubelet/lifecycle"
 )
 
 // newManagerImpl is the device manager's own constructor with the
@@ -104,7 +105,7 @@ func (k *kubelet) start(t *testing.T) {
 	t.Helper()
 	// Two NUMA nodes, as the fixture's devices name.
 	topology := []cadvisorapi.Node{{Id: 0}, {Id: 1}}
-	m, err := newManagerImpl(klog.Background(), k.dir+"/kubelet.sock", topology, topologymanager.NewFakeManager())
+	m, err := newManagerImpl(klog.Background(), k.dir+"/kubelet.sock", topology, topologymanager.NewFakeManager(klog.Background()))
 	if err != nil {
 		t.Fatalf("creating the device manager: %v", err)
 	}
@@ -142,7 +143,7 @@ func (k *kubelet) admit(name string, containers ...v1.Container) (*v1.Pod, error
 	k.pods[pod.UID] = pod
 	k.mu.Unlock()
 	for i := range containers {
-		if err := k.m.Allocate(pod, &pod.Spec.Containers[i]); err != nil {
+		if err := k.m.Allocate(context.Background(), pod, &pod.Spec.Containers[i], lifecycle.AddOperation); err != nil {
 			k.remove(pod)
 			return nil, fmt.Errorf("pod %s container %s: %w", name, containers[i].Name, err)
 		}
@@ -183,7 +184,7 @@ func (c counts) String() string { return fmt.Sprintf("%d/%d", c.capacity, c.allo
 
 // capacity returns GetCapacity as counts per resource.
 func (k *kubelet) capacity() map[string]counts {
-	capacity, allocatable, _ := k.m.GetCapacity()
+	capacity, allocatable, _ := k.m.GetCapacity(klog.Background())
 	out := map[string]counts{}
 	for name, q := range capacity {
 		a := allocatable[name]

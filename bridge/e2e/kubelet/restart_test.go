@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
 )
 
 // TestKubeletRestart: a new device manager on the same directory clears
@@ -139,7 +140,7 @@ func (h heldGPUs) checkSurvived(t *testing.T, k *kubelet, b *bridge) {
 	if got := k.devices(h.cl, "c", pool("gpu-drm")); !slices.Equal(got, h.clIDs) {
 		t.Errorf("Configuration-level pod holds %q, before %q", got, h.clIDs)
 	}
-	advertised := k.m.GetAllocatableDevices()[pool("gpu-drm")]
+	advertised := k.m.GetAllocatableDevices(klog.Background())[pool("gpu-drm")]
 	for _, id := range h.clIDs {
 		if _, ok := advertised[id]; !ok {
 			t.Errorf("claimed vdev %s is no longer advertised healthy (advertised: %q)", id, sortedIDs(advertised))

@@ -229,6 +229,10 @@ func (e *Env) start(ctx context.Context, etcd, apiserver string, opts Options) e
 		"--service-account-signing-key-file=" + creds.saPrivate,
 		"--token-auth-file=" + tokenFile, "--authorization-mode=RBAC",
 		"--service-cluster-ip-range=10.0.0.0/24",
+		// From 1.37 the endpoint reconciler refuses a loopback
+		// advertise address; nothing here reaches the apiserver
+		// through the kubernetes Service, so none keeps its endpoints.
+		"--endpoint-reconciler-type=none",
 	}
 	e.apiserverArgv = withArgs(e.apiserverArgv, opts.ExtraArgs)
 	return e.StartAPIServer(ctx)
