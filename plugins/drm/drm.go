@@ -21,7 +21,7 @@ const classDir = "sys/class/drm"
 var errNotPCI = errors.New("not a PCI device")
 
 func family() engine.Family {
-	return engine.Family{Name: "drm", Discover: discover}
+	return engine.Family{Name: "drm", Args: []string{argWantDeviceNodes, argVendorWhitelist}, Discover: discover}
 }
 
 // gpu is one PCI function with its DRM minors.

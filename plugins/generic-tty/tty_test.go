@@ -129,6 +129,7 @@ func TestEveryErrorCode(t *testing.T) {
 		{spec.CodeUnknownDevice, add("tty:1", "r12", "CDI_REQUEST_DEVICES", "tty99"), conf},
 		{spec.CodeStateError, add("tty:1", "r13"), exectest.Conf(t, "0.1.0", "tty", "generic-tty", map[string]any{"root": exectest.FixtureRoot(t), "stateDir": corrupt})},
 		{spec.CodeInternal, add("tty:1", "r14"), exectest.Conf(t, "0.1.0", "tty", "generic-tty", map[string]any{"root": notDir, "stateDir": t.TempDir()})},
+		{spec.CodeUnknownArg, add("tty:1", "r15"), exectest.Conf(t, "0.1.0", "tty", "generic-tty", map[string]any{"num_system_reservd": 20})},
 	}
 	if len(tests) != len(spec.WellKnownCodes()) {
 		t.Fatalf("%d cases for %d well-known codes", len(tests), len(spec.WellKnownCodes()))

@@ -13,7 +13,7 @@ import (
 )
 
 func family() engine.Family {
-	return engine.Family{Name: "generic", Discover: discover}
+	return engine.Family{Name: "generic", Args: []string{argGroups}, Discover: discover}
 }
 
 // discover matches every group's globs under root. Groups are served in

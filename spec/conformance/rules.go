@@ -18,7 +18,7 @@ func Rules() []Rule {
 		{"code-1-cdi-version", "§3 Codes; §2 Order of checks, step 2", checkCode1},
 		{"code-2-config-version", "§3 Codes; §1 Fields", checkCode2},
 		{"code-3-command", "§3 Codes; §2 Commands", checkCode3},
-		{"code-4-resource-spec", "§3 Codes; §2 Order of checks, step 10", checkCode4},
+		{"code-4-resource-spec", "§3 Codes; §2 Order of checks, step 11", checkCode4},
 		{"code-5-request-id", "§3 Codes; §4 DEL", checkCode5},
 		{"code-6-missing", "§3 Codes; §2 Parameters", checkCode6},
 		{"code-7-malformed", "§3 Codes; §6 Grammar", checkCode7},

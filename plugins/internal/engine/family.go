@@ -15,6 +15,11 @@ type Family struct {
 	Name string
 	// Types lists the resource-types the plugin serves; empty means any.
 	Types []string
+	// Args names the family's own args, those Discover reads with
+	// ReadArgs. With the common args (CommonArgs) they are the only
+	// members a configuration's args may hold: skel refuses any other
+	// with code 15, so that a misspelt key is an error, not a default.
+	Args []string
 	// Discover lists the resource-specs the configuration serves and the
 	// devices behind them. It reads the family's own args with ReadArgs,
 	// whose spec errors (code 8) it returns as they are; other errors
