@@ -25,6 +25,7 @@ func Rules() []Rule {
 		{"code-8-config", "§3 Codes; §1 Fields", checkCode8},
 		{"code-9-type", "§3 Codes; §1 Fields", checkCode9},
 		{"code-12-device", "§3 Codes; §4 ADD, step 3", checkCode12},
+		{"code-15-args", "§3 Codes; §1 Fields; §2 Order of checks, step 9", checkCode15},
 		{"stdout-one-document", "§2 Overview; §3 Error document", checkOneDocument},
 		{"info-result", "§4 INFO; §5 INFO result", checkInfoResult},
 		{"add-result", "§4 ADD; §5 ADD result", checkAddResult},
@@ -67,4 +68,10 @@ func (s *subject) wantErrors(ctx context.Context, cases []errorCase) error {
 // removes one).
 func (s *subject) confWith(changes map[string]any) []byte {
 	return s.dropIn.bytes(s.stateDir, changes)
+}
+
+// confWithArgs is the rule's drop-in with members added to its args, which
+// it gets if it has none.
+func (s *subject) confWithArgs(extra map[string]any) []byte {
+	return s.dropIn.withArgs(s.stateDir, extra)
 }
