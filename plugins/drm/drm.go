@@ -76,7 +76,7 @@ func scan(h *engine.Host) ([]*gpu, error) {
 			continue
 		}
 		if err != nil {
-			fmt.Fprintf(h.Stderr, "drm: skipping %s: %v\n", e.Name(), err)
+			h.Skip(e.Name(), spec.SkipUnreadable, err)
 			continue
 		}
 		g := byAddr[addr]

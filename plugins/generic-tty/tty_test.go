@@ -190,7 +190,10 @@ func TestOnlyDeviceNodesOffered(t *testing.T) {
 	if len(info.Devices) != 1 || info.Devices[0].ID != "tty14" {
 		t.Fatalf("inventory %+v, want tty14 alone", info.Devices)
 	}
-	for _, want := range []string{`"tty13" skipped`, "regular file of 12 bytes", `"tty15" skipped`, "named pipe"} {
+	if want := map[string]int{spec.SkipNotDeviceNode: 2}; !reflect.DeepEqual(info.Skipped, want) {
+		t.Errorf("skipped_devices %v, want %v", info.Skipped, want)
+	}
+	for _, want := range []string{`skipped device "tty13" (not-device-node)`, "regular file of 12 bytes", `skipped device "tty15" (not-device-node)`, "named pipe"} {
 		if !strings.Contains(string(r.Stderr), want) {
 			t.Errorf("stderr lacks %q:\n%s", want, r.Stderr)
 		}

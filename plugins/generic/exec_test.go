@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/cdiexec/cdi/plugins/exectest"
@@ -117,5 +119,58 @@ func TestNodeNameWithNewlineSkipped(t *testing.T) {
 	r.Decode(t, &info)
 	if len(info.Devices) != 1 || info.Devices[0].DeviceNodes[0].HostPath != "/dev/ttyUSB0" {
 		t.Fatalf("inventory %+v, want /dev/ttyUSB0 alone; stderr %s", info.Devices, r.Stderr)
+	}
+}
+
+// TestSkippedDevicesLeaveATrace: a node whose name holds a control
+// character, a link out of the root, a name too long for a device id and
+// a FIFO are not offered, and each is one line on stderr, which says
+// which and why and forges no other, and a count in 0.1.0's
+// skipped_devices.
+func TestSkippedDevicesLeaveATrace(t *testing.T) {
+	root := t.TempDir()
+	dev := filepath.Join(root, "dev")
+	if err := os.Mkdir(dev, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"ttyUSB0", "ttyUSB1\nskipped device forged", "ttyUSB2\x1b[31m", "ttyUSB" + strings.Repeat("a", 200)} {
+		if err := os.WriteFile(filepath.Join(dev, name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("/dev/null", filepath.Join(dev, "ttyUSB3")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dev, "ttyUSB4"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := map[string]any{"root": root, "stateDir": t.TempDir(), "groups": []any{map[string]any{"name": "serial", "paths": []string{"/dev/ttyUSB*"}}}}
+	r := exectest.Run(t, plugin, exectest.Env("CDI_VERSION", "0.1.0", "CDI_COMMAND", "INFO"), exectest.Conf(t, "0.1.0", "dev", "generic", args))
+	var info spec.InfoResult
+	r.Decode(t, &info)
+	if len(info.Devices) != 1 || info.Devices[0].ID != "serial-ttyUSB0" {
+		t.Fatalf("inventory %+v, want serial-ttyUSB0 alone", info.Devices)
+	}
+	want := map[string]int{spec.SkipBadPath: 2, spec.SkipOutsideRoot: 1, spec.SkipBadID: 1, spec.SkipNotDeviceNode: 1}
+	if !reflect.DeepEqual(info.Skipped, want) {
+		t.Errorf("skipped_devices %v, want %v", info.Skipped, want)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(r.Stderr), "\n"), "\n")
+	if len(lines) != 5 {
+		t.Fatalf("stderr has %d lines, want one per skipped device:\n%s", len(lines), r.Stderr)
+	}
+	for _, l := range lines {
+		if !strings.HasPrefix(l, "skipped device ") || strings.ContainsAny(l, "\x1b\r") {
+			t.Errorf("stderr line %q: want \"skipped device ...\" without control characters", l)
+		}
+	}
+	for _, reason := range []string{"(bad-path)", "(outside-root)", "(bad-id)", "(not-device-node)"} {
+		if !strings.Contains(string(r.Stderr), reason) {
+			t.Errorf("stderr does not give the reason %s:\n%s", reason, r.Stderr)
+		}
+	}
+	old := exectest.Run(t, plugin, exectest.Env("CDI_VERSION", "0.0.2", "CDI_COMMAND", "INFO"), exectest.Conf(t, "0.1.0", "dev", "generic", args))
+	if _, ok := old.Doc[spec.SkippedKey]; ok || old.Status != 0 {
+		t.Errorf("a 0.0.2 INFO: status %d, %s; want no %s", old.Status, old.Stdout, spec.SkippedKey)
 	}
 }

@@ -14,6 +14,8 @@
 //	                       allocations, as without the state lock
 //	args-ignored           drops the args members generic-tty does not
 //	                       know, so that a misspelt one is ignored
+//	skipped-malformed      adds a skipped_devices with a malformed reason
+//	                       to every INFO result
 //
 // A drop-in without args.stateDir gets the directory state-<defect>
 // beside the binary, so that a test can run the rules in a state of its
@@ -95,6 +97,8 @@ func spoil(defect string, stdout []byte, status int) ([]byte, int) {
 		return stdout, 0
 	case defect == "versions-newest-first" && command == "VERSION":
 		return reverseVersions(stdout), status
+	case defect == "skipped-malformed" && command == "INFO" && code == 0:
+		return withMember(stdout, "skipped_devices", map[string]int{"Not A Reason": 1}), status
 	}
 	return stdout, status
 }
@@ -104,6 +108,17 @@ func errorCode(stdout []byte) int {
 	var doc struct{ Code int }
 	_ = json.Unmarshal(stdout, &doc)
 	return doc.Code
+}
+
+// withMember sets a member of a result document.
+func withMember(stdout []byte, name string, value any) []byte {
+	var doc map[string]any
+	if json.Unmarshal(stdout, &doc) != nil {
+		return stdout
+	}
+	doc[name] = value
+	out, _ := json.Marshal(doc)
+	return append(out, '\n')
 }
 
 func reverseVersions(stdout []byte) []byte {
