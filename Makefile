@@ -94,11 +94,12 @@ kube-apiserver:
 THIN := awk '/[ :]/ { print; next } ++n % 100 == 0 { print "  " n " packages compiled, now " $$0 }'
 
 # The programs the tests run, each as program:its Debian package (what
-# .ci/run installs). etcd backs every Kubernetes test's kube-apiserver; the
-# others are the real node's (make e2e), which also needs root. Without
+# .ci/run installs). etcd backs every Kubernetes test's kube-apiserver; jq
+# and flock run the plugin in shell (testdata/shell) that spec/conformance
+# checks; the others are the real node's (make e2e), which also needs root. Without
 # them those tests skip, saying so; under CI they fail, and so does this.
 PREREQS := etcd:etcd-server runc:runc ip:iproute2 iptables:iptables unshare:util-linux \
-	/usr/lib/cni/loopback:containernetworking-plugins
+	flock:util-linux jq:jq /usr/lib/cni/loopback:containernetworking-plugins
 prereqs:
 	@missing=; for p in $(PREREQS); do command -v $${p%%:*} >/dev/null || missing="$$missing $${p#*:}"; done; \
 	[ "$$(id -u)" = 0 ] || echo "not root: the real node (make e2e) needs root, and skips without it"; \
