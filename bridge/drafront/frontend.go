@@ -126,15 +126,21 @@ func Start(ctx context.Context, cfg Config) (*FrontEnd, error) {
 func (f *FrontEnd) Registered() error { return f.registered() }
 
 // SetPools hands over a discovery's pools served through DRA (Split):
-// the preparer serves them at once, the publishing goroutine publishes
-// them.
+// the preparer serves them at once, the kubelet is told their devices'
+// health at once, and the publishing goroutine publishes them.
 func (f *FrontEnd) SetPools(pools []discovery.Pool) {
 	f.preparer.SetPools(pools)
 	if pools == nil {
 		pools = []discovery.Pool{} // discovered: none
 	}
+	f.publisher.ReportHealth(f.preparer.Health(pools, time.Now()))
+	for _, p := range pools {
+		if _, err := dradevices.DropInSettings(p.Conf); err != nil {
+			f.log.Error("serving the drop-in with the default DRA settings", "pool", p.Name, "error", err)
+		}
+	}
 	f.mu.Lock()
-	f.pending = &update{pools: pools, res: dradevices.Resources(f.node, pools)}
+	f.pending = &update{pools: pools, res: dradevices.Resources(f.driver, f.node, pools)}
 	f.pools = pools
 	f.mu.Unlock()
 	tell(f.wake)
