@@ -18,6 +18,7 @@ import (
 	"github.com/cdiexec/cdi/bridge/dra"
 	"github.com/cdiexec/cdi/bridge/dradevices"
 	"github.com/cdiexec/cdi/bridge/instance"
+	"github.com/cdiexec/cdi/bridge/metrics"
 )
 
 // Config is what Start needs.
@@ -41,6 +42,9 @@ type Config struct {
 	// OnFatal is dra.Config's: told of an error the kubelet plugin
 	// cannot recover from.
 	OnFatal func(error)
+	// OnClaim, if set, is told of every Prepare and Unprepare
+	// (dradevices.Observed).
+	OnClaim func(op, pool, reason string, took time.Duration)
 }
 
 // ErrConfig is wrapped by Start's error for a Config that lacks a field.
@@ -60,6 +64,9 @@ type FrontEnd struct {
 	registered func() error
 	store      instance.Store
 	log        *slog.Logger
+	// started is when Start started the driver, and with it the slice
+	// controller.
+	started time.Time
 
 	// pending is the newest discovery not yet handed to the publisher;
 	// wake is told when pending is set. pools is the newest DRA pools,
@@ -70,6 +77,9 @@ type FrontEnd struct {
 	wake         chan struct{}
 	pools        []discovery.Pool
 	poolsChanged chan struct{}
+	// published counts the devices of each pool last handed to the
+	// publisher.
+	published []metrics.DRAPool
 
 	// observed is the pools of which the store was last told shared
 	// devices are seen; the publishing goroutine's alone.
@@ -105,7 +115,12 @@ func Start(ctx context.Context, cfg Config) (*FrontEnd, error) {
 	if err := p.RestoreSpecs(); err != nil {
 		log.Error("rewriting the CDI specs of prepared claims", "error", err)
 	}
-	d, err := dra.Start(ctx, dra.Config{DriverName: cfg.Driver, NodeName: cfg.NodeName, Client: cfg.Client, Devices: p,
+	started := time.Now()
+	var devices dra.Devices = p
+	if cfg.OnClaim != nil {
+		devices = dradevices.Observed(p, cfg.OnClaim)
+	}
+	d, err := dra.Start(ctx, dra.Config{DriverName: cfg.Driver, NodeName: cfg.NodeName, Client: cfg.Client, Devices: devices,
 		PluginDir: cfg.PluginDir, RegistrarDir: cfg.RegistrarDir, Logger: log, OnFatal: cfg.OnFatal})
 	if err != nil {
 		return nil, err
@@ -115,7 +130,7 @@ func Start(ctx context.Context, cfg Config) (*FrontEnd, error) {
 	getClaim := func(ctx context.Context, namespace, name string) (*resourceapi.ResourceClaim, error) {
 		return client.ResourceV1().ResourceClaims(namespace).Get(ctx, name, metav1.GetOptions{})
 	}
-	f := &FrontEnd{node: cfg.NodeName, driver: cfg.Driver, client: client, preparer: p, publisher: d,
+	f := &FrontEnd{node: cfg.NodeName, driver: cfg.Driver, client: client, preparer: p, publisher: d, started: started,
 		getClaim: getClaim, store: cfg.Store, registered: d.Registered, log: log, wake: make(chan struct{}, 1),
 		poolsChanged: make(chan struct{}, 1)}
 	go f.publish(ctx)
@@ -139,12 +154,42 @@ func (f *FrontEnd) SetPools(pools []discovery.Pool) {
 			f.log.Error("serving the drop-in with the default DRA settings", "pool", p.Name, "error", err)
 		}
 	}
+	res := dradevices.Resources(f.driver, f.node, pools)
 	f.mu.Lock()
-	f.pending = &update{pools: pools, res: dradevices.Resources(f.driver, f.node, pools)}
+	f.pending = &update{pools: pools, res: res}
 	f.pools = pools
+	f.published = publishedCounts(f.node, pools, res)
 	f.mu.Unlock()
 	tell(f.wake)
 	tell(f.poolsChanged)
+}
+
+// publishedCounts counts the devices of each of pools in res, and those
+// of them tainted.
+func publishedCounts(node string, pools []discovery.Pool, res resourceslice.DriverResources) []metrics.DRAPool {
+	out := make([]metrics.DRAPool, 0, len(pools))
+	for _, p := range pools {
+		c := metrics.DRAPool{Pool: p.Name}
+		for _, s := range res.Pools[dradevices.PoolName(node, p.Name)].Slices {
+			for _, d := range s.Devices {
+				c.Published++
+				if len(d.Taints) > 0 {
+					c.Tainted++
+				}
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// Published counts the devices of each DRA pool in the node's slices as
+// last handed to the publisher, and those of them tainted: what
+// cdi_bridge_dra_devices reads.
+func (f *FrontEnd) Published() []metrics.DRAPool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.published
 }
 
 // tell sends on ch, a channel of one buffered signal, unless a signal
@@ -183,6 +228,9 @@ func (f *FrontEnd) publish(ctx context.Context) {
 		}
 		if first {
 			first = false
+			// The slice controller, started with the driver, publishes
+			// at once if it started at least a second before.
+			f.log.Info("the first discovery's DRA pools handed to the publisher", "sinceDriverStart", time.Since(f.started))
 			go func() {
 				if err := f.preparer.ReleaseGone(ctx, f.getClaim); err != nil {
 					f.log.Error("releasing the claims gone while the bridge was down; the kubelet's unprepare or the next start will", "error", err)

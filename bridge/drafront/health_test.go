@@ -14,8 +14,9 @@ import (
 )
 
 // Each discovery handed over tells the kubelet its devices' health at
-// once, without waiting for the publishing goroutine.
-func TestSetPoolsReportsHealth(t *testing.T) {
+// once, without waiting for the publishing goroutine, and counts the
+// devices it publishes and taints.
+func TestSetPoolsReportsHealthAndCounts(t *testing.T) {
 	ckpt, err := dradevices.LoadCheckpoint(filepath.Join(t.TempDir(), "claims.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -34,5 +35,8 @@ func TestSetPoolsReportsHealth(t *testing.T) {
 	}
 	if fmt.Sprint(got) != "[n1/tty-generic/tty1:true n1/tty-generic/tty2:false]" {
 		t.Errorf("health reported %v", got)
+	}
+	if c := f.Published(); len(c) != 1 || c[0].Pool != "tty-generic" || c[0].Published != 2 || c[0].Tainted != 1 {
+		t.Errorf("published %+v, want tty-generic's two devices, one tainted", c)
 	}
 }

@@ -33,6 +33,7 @@ type Metrics struct {
 	exec          *prometheus.HistogramVec
 	registrations *prometheus.CounterVec
 	deviceEvents  prometheus.Histogram
+	dra           *draMetrics
 }
 
 // New returns the collectors registered on a fresh registry, with
@@ -58,6 +59,7 @@ func New(version string) *Metrics {
 			Help:    "Time from a device directory event (a device node appeared or vanished) until the kubelet was sent each device list it changed.",
 			Buckets: eventBuckets(),
 		}),
+		dra: newDRAMetrics(),
 	}
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "build_info", Help: "Always 1; the version label is the running build.",
@@ -66,6 +68,7 @@ func New(version string) *Metrics {
 	buildInfo.Set(1)
 	m.Registry.MustRegister(m.allocations, m.exec, m.registrations, m.deviceEvents, buildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.Registry.MustRegister(m.dra.collectors()...)
 	return m
 }
 

@@ -9,14 +9,17 @@ import (
 	"github.com/cdiexec/cdi/bridge/discovery"
 	"github.com/cdiexec/cdi/bridge/drafront"
 	"github.com/cdiexec/cdi/bridge/instance"
+	"github.com/cdiexec/cdi/bridge/metrics"
 	"github.com/cdiexec/cdi/bridge/node"
 	"github.com/cdiexec/cdi/spec"
 )
 
 // startDRA starts the DRA front end when --dra-pools names any pool, else
 // returns nil. It stops when ctx ends; onFatal is told of an error its
-// kubelet plugin cannot recover from. store is the node's Instance store.
-func startDRA(ctx context.Context, o *options, api *kubeAccess, store instance.Store, log *slog.Logger, onFatal func(error)) (*drafront.FrontEnd, error) {
+// kubelet plugin cannot recover from. store is the node's Instance store;
+// m gets its claims and devices.
+func startDRA(ctx context.Context, o *options, api *kubeAccess, store instance.Store, m *metrics.Metrics, log *slog.Logger,
+	onFatal func(error)) (*drafront.FrontEnd, error) {
 	if len(drafront.ParsePools(o.draPools)) == 0 {
 		return nil, nil
 	}
@@ -33,9 +36,14 @@ func startDRA(ctx context.Context, o *options, api *kubeAccess, store instance.S
 		return nil, fmt.Errorf("--cdi-spec-dir, --domain: %w", err)
 	}
 	log.Info("DRA pools", "pools", o.draPools)
-	return drafront.Start(ctx, drafront.Config{NodeName: o.nodeName, Driver: o.domain, Client: api.client, CDI: cdiDir,
+	front, err := drafront.Start(ctx, drafront.Config{NodeName: o.nodeName, Driver: o.domain, Client: api.client, CDI: cdiDir,
 		Checkpoint: o.draCheckpoint, PluginDir: o.draPluginDir, RegistrarDir: o.draRegistrarDir, Store: store,
-		Logger: log, OnFatal: onFatal})
+		Logger: log, OnFatal: onFatal, OnClaim: m.DRAClaim})
+	if err != nil {
+		return nil, err
+	}
+	m.DRAPools(front.Published)
+	return front, nil
 }
 
 // frontEnds hands each discovery to the front ends: the pools of

@@ -140,7 +140,8 @@ func run(ctx context.Context, args []string) error {
 	}
 	ctx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
-	front, err := startDRA(ctx, o, api, store, log, fail)
+	m := metrics.New(buildinfo.Version())
+	front, err := startDRA(ctx, o, api, store, m, log, fail)
 	if err != nil {
 		return err
 	}
@@ -160,7 +161,6 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	m := metrics.New(buildinfo.Version())
 	disc := &discovery.Discoverer{ConfDir: o.confDir, PluginDirs: invoke.SplitPath(o.pluginPath), Timeout: o.execTimeout,
 		MaxDevices: o.maxDevices, OnExec: m.Exec, Logger: log, Watch: deviceWatch(o, log), Debounce: o.watchDebounce}
 	m.SkippedDropIns(func() int { return len(disc.Skipped()) })
