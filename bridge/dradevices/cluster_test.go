@@ -132,9 +132,9 @@ func kubeletClient(t *testing.T, pluginDir string) drapbv1.DRAPluginClient {
 	return drapbv1.NewDRAPluginClient(conn)
 }
 
-// startDriver runs the kubelet plugin over r's Preparer until the
-// returned stop; its socket is under dir.
-func (r *rig) startDriver(t *testing.T, client kubernetes.Interface, dir string) (stop func()) {
+// startDriver runs the kubelet plugin over r's Preparer, r's pools
+// published, until the returned stop; its socket is under dir.
+func (r *rig) startDriver(t *testing.T, client kubernetes.Interface, dir string) (d *dra.Driver, stop func()) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Join(dir, "registry"), 0o700); err != nil {
 		t.Fatal(err)
@@ -149,7 +149,7 @@ func (r *rig) startDriver(t *testing.T, client kubernetes.Interface, dir string)
 	if err := d.PublishResources(ctx, Resources("cdi.local", clusterNode, r.pools)); err != nil {
 		t.Fatal(err)
 	}
-	return func() { cancel(); d.Stop() }
+	return d, func() { cancel(); d.Stop() }
 }
 
 // The slices published from a real plugin's INFO reach a real scheduler,
@@ -160,7 +160,7 @@ func TestClusterAllocatesPreparesAndUnprepares(t *testing.T) {
 	c := startCluster(t)
 	r := newRig(t, 1, withGPUs) // four terminals, one slot each; four GPUs
 	dir := kubelettest.SocketDir(t, "dra")
-	stop := r.startDriver(t, c.Client, dir)
+	_, stop := r.startDriver(t, c.Client, dir)
 	defer func() { stop() }()
 	ctx := t.Context()
 	c.waitSlices(t, "n/tty-generic", "tty", 4)
@@ -236,7 +236,7 @@ func TestClusterAllocatesPreparesAndUnprepares(t *testing.T) {
 	// kubelet plugin on the socket.
 	stop()
 	r.p = r.preparer(t)
-	stop = r.startDriver(t, c.Client, dir)
+	_, stop = r.startDriver(t, c.Client, dir)
 	kubelet = kubeletClient(t, filepath.Join(dir, "plugin"))
 	unprep, err := kubelet.NodeUnprepareResources(ctx, &drapbv1.NodeUnprepareResourcesRequest{Claims: ref})
 	if err != nil || unprep.Claims[string(claim.UID)] == nil || unprep.Claims[string(claim.UID)].Error != "" {

@@ -39,9 +39,14 @@ func Start(t testing.TB, startServer func() *apitest.Env) *Cluster {
 	return c
 }
 
-// startControllers runs kube-controller-manager, with the resourceclaim
-// controller alone, and kube-scheduler against env as its admin until
-// the test ends. Each is the only one of its kind, so elects no leader,
+// controllers are what kube-controller-manager runs: the resourceclaim
+// controller makes a pod's claims from their templates, the device
+// taint eviction controller evicts the pods whose claims hold a device
+// with a NoExecute taint they do not tolerate.
+const controllers = "resourceclaim-controller,device-taint-eviction-controller"
+
+// startControllers runs kube-controller-manager, with controllers, and
+// kube-scheduler against env as its admin until the test ends. Each is the only one of its kind, so elects no leader,
 // and serves no HTTPS (--secure-port=0): no test reads its health, and
 // tests running side by side would contend for the default port.
 func startControllers(t testing.TB, env *apitest.Env, sched, kcm string) {
@@ -49,7 +54,7 @@ func startControllers(t testing.TB, env *apitest.Env, sched, kcm string) {
 	admin := env.Kubeconfig(t, apitest.AdminUser)
 	common := []string{"--kubeconfig=" + admin, "--authentication-kubeconfig=" + admin, "--authorization-kubeconfig=" + admin,
 		"--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port=0"}
-	proctest.Start(t, exec.Command(kcm, append([]string{"--controllers=resourceclaim-controller"}, common...)...), "kube-controller-manager", nil)
+	proctest.Start(t, exec.Command(kcm, append([]string{"--controllers=" + controllers}, common...)...), "kube-controller-manager", nil)
 	proctest.Start(t, exec.Command(sched, common...), "kube-scheduler", nil)
 }
 
