@@ -43,6 +43,13 @@
 //     the bridge, and a pod that asks for the pool's device-plugin
 //     resource the old way (an extended resource, KEP-5004). Its kubelet
 //     directory and CDI spec directory are fresh.
+//   - TestDRAHealth runs a node as TestDRA does, then adds a drop-in
+//     whose one terminal is a copy (mknod) of a real one under the test's
+//     root, served through DRA, and a pod whose claim holds it: removed,
+//     the device shows Unhealthy in the pod's allocatedResourcesStatus
+//     within 2 s, by the CDI name the bridge's prepare returned, and
+//     Healthy again once it is back; the bridge's /metrics counts the
+//     claim and the pool's devices.
 //
 // BenchmarkPodStart runs a node as TestDRA does and times pods from their
 // creation to their container running, through the device plugins and
