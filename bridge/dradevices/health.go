@@ -2,10 +2,10 @@ package dradevices
 
 import (
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
-	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/cdiexec/cdi/bridge/discovery"
@@ -92,16 +92,26 @@ func (p *Preparer) draPool(pool string, shared bool) string {
 	return PoolName(p.Node, pool)
 }
 
-// clip shortens a message to what the kubelet keeps.
+// maxHealthMessage bounds a health message: the kubelet keeps 1,024
+// bytes (corev1.ResourceHealthMessageMaxLength), and takes a report of
+// at most 4 MiB (gRPC's default), which 5,000 devices, the most a node is
+// built for, each with 1,024 bytes would pass. An INFO failure's whole
+// error is on /readyz and in the log.
+const maxHealthMessage = 256
+
+// clip makes a message valid UTF-8, which gRPC requires of the report
+// (a plugin's error may quote any bytes), and at most maxHealthMessage
+// bytes.
 func clip(h dra.DeviceHealth) dra.DeviceHealth {
-	if len(h.Message) <= corev1.ResourceHealthMessageMaxLength {
-		return h
+	m := strings.ToValidUTF8(h.Message, "\uFFFD")
+	if len(m) > maxHealthMessage {
+		m = m[:maxHealthMessage-len("...")]
+		for !utf8.ValidString(m) { // cut in a character
+			m = m[:len(m)-1]
+		}
+		m += "..."
 	}
-	m := h.Message[:corev1.ResourceHealthMessageMaxLength-3]
-	for !utf8.ValidString(m) { // cut in a character
-		m = m[:len(m)-1]
-	}
-	h.Message = m + "..."
+	h.Message = m
 	return h
 }
 

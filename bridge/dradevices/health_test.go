@@ -7,10 +7,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cdiexec/cdi/bridge/discovery"
+	"github.com/cdiexec/cdi/bridge/dra"
 	"github.com/cdiexec/cdi/spec"
 	"github.com/cdiexec/cdi/spec/invoke"
 )
@@ -40,12 +42,12 @@ func TestHealth(t *testing.T) {
 	cams := discovery.Pool{Name: "camera-endpoint", Conf: &invoke.Conf{Path: "/etc/cdi/camera.d/endpoint.conf"},
 		Devices: []spec.DeviceInfo{{ID: "gate", Shared: true}, {ID: "Dock.1"}}}
 	failed := discovery.Pool{Name: "gpu-drm", Conf: &invoke.Conf{Path: "/etc/cdi/gpu.d/drm.conf"},
-		Devices: []spec.DeviceInfo{{ID: "0000:01:00.0"}}, Err: errors.New("exit status 2: " + strings.Repeat("x", 2000))}
+		Devices: []spec.DeviceInfo{{ID: "0000:01:00.0"}}, Err: errors.New("exit status 2: \xff\xfe" + strings.Repeat("x", 2000))}
 	checked := time.Unix(1700000000, 0)
 	var got []string
 	for _, h := range p.Health([]discovery.Pool{ttys, cams, failed}, checked) {
-		if !h.Checked.Equal(checked) || len(h.Message) > 1024 {
-			t.Errorf("%s/%s: checked %v, message of %d bytes", h.Pool, h.Name, h.Checked, len(h.Message))
+		if !h.Checked.Equal(checked) || len(h.Message) > maxHealthMessage || !utf8.ValidString(h.Message) {
+			t.Errorf("%s/%s: checked %v, message of %d bytes, valid UTF-8: %v", h.Pool, h.Name, h.Checked, len(h.Message), utf8.ValidString(h.Message))
 		}
 		msg, _, _ := strings.Cut(h.Message, ":")
 		got = append(got, fmt.Sprintf("%s/%s %v %s", h.Pool, h.Name, h.Healthy, msg))
@@ -61,5 +63,28 @@ func TestHealth(t *testing.T) {
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("health:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// A message is valid UTF-8, which gRPC requires, and at most
+// maxHealthMessage bytes, cut at a character.
+func TestHealthMessageClipped(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		want     func(string) bool
+	}{
+		{"short", "vanished", func(m string) bool { return m == "vanished" }},
+		{"bytes that are no UTF-8", "failed: \xff\xfe!", func(m string) bool { return m == "failed: \uFFFD!" }},
+		{"long", strings.Repeat("x", 2000), func(m string) bool {
+			return len(m) == maxHealthMessage && strings.HasSuffix(m, "...")
+		}},
+		{"long, cut in a character", strings.Repeat("é", 1000), func(m string) bool {
+			return len(m) <= maxHealthMessage && len(m) >= maxHealthMessage-1 && strings.HasSuffix(m, "é...")
+		}},
+	} {
+		got := clip(dra.DeviceHealth{Message: tc.in}).Message
+		if !utf8.ValidString(got) || !tc.want(got) {
+			t.Errorf("%s: %q (%d bytes)", tc.name, got, len(got))
+		}
 	}
 }
