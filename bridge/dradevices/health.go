@@ -31,9 +31,16 @@ const (
 	UnhealthyReported = "reported"
 )
 
-// UnhealthyTaint is the taint of d of pool p, unhealthy, with effect.
+// UnhealthyTaint is the taint of d of pool p, unhealthy, with effect;
+// but NoSchedule for a device whose drop-in's INFO failed, whatever
+// effect says: a failed INFO (a plugin killed at its timeout on a busy
+// node, say) says nothing of the devices, and NoExecute would evict
+// every pod of the drop-in at once.
 func UnhealthyTaint(driver string, p discovery.Pool, d spec.DeviceInfo, effect resourceapi.DeviceTaintEffect) resourceapi.DeviceTaint {
 	why, _ := unhealthy(p, d)
+	if why == UnhealthyInfoFailed {
+		effect = resourceapi.DeviceTaintEffectNoSchedule
+	}
 	return resourceapi.DeviceTaint{Key: driver + "/" + TaintUnhealthy, Value: why, Effect: effect}
 }
 

@@ -25,7 +25,9 @@ type Settings struct {
 	// UnhealthyEffect is the effect of an unhealthy device's taint
 	// (member unhealthyTaintEffect): NoSchedule, the default, keeps new
 	// claims off the device; NoExecute also evicts the pods whose claims
-	// hold it, for devices without which a pod is useless.
+	// hold it, for devices without which a pod is useless (a device
+	// unhealthy for a failed INFO is NoSchedule all the same:
+	// UnhealthyTaint).
 	UnhealthyEffect resourceapi.DeviceTaintEffect
 }
 

@@ -1,6 +1,7 @@
 package dradevices
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -24,13 +25,19 @@ func numa(n int) *int { return &n }
 // its drop-in's effect; a shared one is left out.
 func TestResourcesTaintsUnhealthyLeavesOutShared(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		dra    string // the drop-in's "dra" member
-		effect resourceapi.DeviceTaintEffect
+		name    string
+		dra     string // the drop-in's "dra" member
+		infoErr error
+		effect  resourceapi.DeviceTaintEffect
+		why     string
 	}{
-		{"default", "", resourceapi.DeviceTaintEffectNoSchedule},
-		{"NoExecute", `{"unhealthyTaintEffect":"NoExecute"}`, resourceapi.DeviceTaintEffectNoExecute},
-		{"a misspelt effect", `{"unhealthyTaintEffect":"NoExec"}`, resourceapi.DeviceTaintEffectNoSchedule},
+		{"default", "", nil, resourceapi.DeviceTaintEffectNoSchedule, UnhealthyReported},
+		{"NoExecute", `{"unhealthyTaintEffect":"NoExecute"}`, nil, resourceapi.DeviceTaintEffectNoExecute, UnhealthyReported},
+		{"a misspelt effect", `{"unhealthyTaintEffect":"NoExec"}`, nil, resourceapi.DeviceTaintEffectNoSchedule, UnhealthyReported},
+		// A failed INFO says nothing of the devices: evicting every pod
+		// of the drop-in for it would be worse than the failure.
+		{"NoExecute, INFO failed", `{"unhealthyTaintEffect":"NoExecute"}`, errors.New("timed out"),
+			resourceapi.DeviceTaintEffectNoSchedule, UnhealthyInfoFailed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := gpuPool(
@@ -41,6 +48,9 @@ func TestResourcesTaintsUnhealthyLeavesOutShared(t *testing.T) {
 			if tc.dra != "" {
 				p.Conf.Bytes = []byte(`{"cdiVersion":"0.1.0","name":"n","type":"gpu","plugin":"drm","dra":` + tc.dra + `}`)
 			}
+			if tc.infoErr != nil { // the devices as INFO last listed them, all unhealthy
+				p.Err, p.Devices[0].Healthy = tc.infoErr, false
+			}
 			res := Resources("cdi.test", "node-a", []discovery.Pool{p})
 			pool, ok := res.Pools["node-a/gpu-drm"]
 			if !ok || len(res.Pools) != 1 {
@@ -50,10 +60,10 @@ func TestResourcesTaintsUnhealthyLeavesOutShared(t *testing.T) {
 				t.Fatalf("slices %+v, want one with the two devices of the node", pool.Slices)
 			}
 			healthy, sick := pool.Slices[0].Devices[0], pool.Slices[0].Devices[1]
-			if healthy.Name != DeviceName("0000:01:00.0") || len(healthy.Taints) != 0 {
-				t.Errorf("device %s, taints %v: want the healthy one, untainted", healthy.Name, healthy.Taints)
+			if healthy.Name != DeviceName("0000:01:00.0") || (len(healthy.Taints) != 0) != (tc.infoErr != nil) {
+				t.Errorf("device %s, taints %v: want the first, untainted unless INFO failed", healthy.Name, healthy.Taints)
 			}
-			want := resourceapi.DeviceTaint{Key: "cdi.test/unhealthy", Value: UnhealthyReported, Effect: tc.effect}
+			want := resourceapi.DeviceTaint{Key: "cdi.test/unhealthy", Value: tc.why, Effect: tc.effect}
 			if sick.Name != DeviceName("0000:02:00.0") || len(sick.Taints) != 1 || sick.Taints[0] != want {
 				t.Errorf("device %s, taints %+v: want the unhealthy one, tainted %+v", sick.Name, sick.Taints, want)
 			}
