@@ -8,13 +8,24 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 )
 
+// Health is a device's health as the kubelet is told it.
+type Health string
+
+// The healths of a device; the zero Health is Unknown.
+const (
+	Healthy   Health = "Healthy"
+	Unhealthy Health = "Unhealthy"
+	// Unknown: the bridge cannot tell (the plugin's INFO failed).
+	Unknown Health = "Unknown"
+)
+
 // DeviceHealth is one device's health as the kubelet is told it. Pool
 // and Name are the device's as Prepare names it, which is how the
 // kubelet finds the pods that hold it.
 type DeviceHealth struct {
 	Pool, Name string
-	Healthy    bool
-	// Message says why a device is unhealthy; the kubelet shows it in
+	Health     Health
+	// Message says why a device is not healthy; the kubelet shows it in
 	// the pod's status.
 	Message string
 	// Checked is when the bridge determined it: the discovery that
@@ -86,9 +97,12 @@ func (h *healthFeed) watch(ctx context.Context, reports chan<- kubeletplugin.Dev
 func healthReport(devices []DeviceHealth) kubeletplugin.DeviceHealthReport {
 	out := kubeletplugin.DeviceHealthReport{Devices: make([]kubeletplugin.DeviceHealth, 0, len(devices))}
 	for _, d := range devices {
-		h := kubeletplugin.HealthStatusUnhealthy
-		if d.Healthy {
+		h := kubeletplugin.HealthStatusUnknown
+		switch d.Health {
+		case Healthy:
 			h = kubeletplugin.HealthStatusHealthy
+		case Unhealthy:
+			h = kubeletplugin.HealthStatusUnhealthy
 		}
 		out.Devices = append(out.Devices, kubeletplugin.DeviceHealth{PoolName: d.Pool, DeviceName: d.Name, Health: h,
 			LastUpdated: d.Checked, HealthCheckTimeout: HealthTimeout, Message: d.Message})

@@ -28,18 +28,20 @@ func TestHealthFeedWatch(t *testing.T) {
 	case <-time.After(3 * resend):
 	}
 	checked := time.Unix(1700000000, 0)
-	feed.set([]DeviceHealth{{Pool: "n/tty-generic", Name: "tty41", Healthy: true, Checked: checked},
-		{Pool: "n/tty-generic", Name: "tty42", Message: "vanished", Checked: checked}})
+	feed.set([]DeviceHealth{{Pool: "n/tty-generic", Name: "tty41", Health: Healthy, Checked: checked},
+		{Pool: "n/tty-generic", Name: "tty42", Health: Unhealthy, Message: "vanished", Checked: checked},
+		{Pool: "n/tty-generic", Name: "tty43", Health: Unknown, Message: "INFO failed", Checked: checked}})
 	want := []kubeletplugin.DeviceHealth{
 		{PoolName: "n/tty-generic", DeviceName: "tty41", Health: kubeletplugin.HealthStatusHealthy, LastUpdated: checked, HealthCheckTimeout: HealthTimeout},
 		{PoolName: "n/tty-generic", DeviceName: "tty42", Health: kubeletplugin.HealthStatusUnhealthy, LastUpdated: checked, HealthCheckTimeout: HealthTimeout, Message: "vanished"},
+		{PoolName: "n/tty-generic", DeviceName: "tty43", Health: kubeletplugin.HealthStatusUnknown, LastUpdated: checked, HealthCheckTimeout: HealthTimeout, Message: "INFO failed"},
 	}
 	for i := range 3 { // the report, then two resends of it
-		if got := receive(t, reports).Devices; len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		if got := receive(t, reports).Devices; len(got) != 3 || got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
 			t.Fatalf("report %d: %+v, want %+v", i, got, want)
 		}
 	}
-	feed.set([]DeviceHealth{{Pool: "n/tty-generic", Name: "tty41", Healthy: true}})
+	feed.set([]DeviceHealth{{Pool: "n/tty-generic", Name: "tty41", Health: Healthy}})
 	// A resend of the old list may be under way as the list changes.
 	var got []kubeletplugin.DeviceHealth
 	for range 2 {

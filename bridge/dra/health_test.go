@@ -38,7 +38,7 @@ func TestHealthOverTheSocket(t *testing.T) {
 		}
 	}
 
-	d.ReportHealth([]dra.DeviceHealth{{Pool: "n/tty-generic", Name: "tty13", Healthy: true}})
+	d.ReportHealth([]dra.DeviceHealth{{Pool: "n/tty-generic", Name: "tty13", Health: dra.Healthy}})
 	v1, err := drahealthv1.NewDRAResourceHealthClient(conn).NodeWatchResources(ctx, &drahealthv1.NodeWatchResourcesRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +59,7 @@ func TestHealthOverTheSocket(t *testing.T) {
 		t.Errorf("v1alpha1's first report %v, %v", a, err)
 	}
 
-	d.ReportHealth([]dra.DeviceHealth{{Pool: "n/tty-generic", Name: "tty13", Message: "vanished"}})
+	d.ReportHealth([]dra.DeviceHealth{{Pool: "n/tty-generic", Name: "tty13", Health: dra.Unhealthy, Message: "vanished"}})
 	// A resend of the first list may be under way as it changes.
 	var got []*drahealthv1.DeviceHealth
 	for range 2 {

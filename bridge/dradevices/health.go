@@ -63,24 +63,31 @@ func unhealthy(p discovery.Pool, d spec.DeviceInfo) (reason, message string) {
 // Health is what the kubelet is told of the devices' health, as of
 // checked, the discovery of pools: every device of pools, by the DRA
 // pool and device name Prepare gives it (a shared device's pool is the
-// cluster's), an unhealthy one saying why; and, unhealthy, every device a
-// prepared claim holds that pools do not list (gone with its drop-in, or
-// vanished and not kept), so that the pod of the claim sees it gone.
+// cluster's), an unhealthy one saying why, one whose drop-in's INFO
+// failed Unknown (the bridge cannot tell; it keeps the devices INFO last
+// listed); and, unhealthy, every device a prepared claim holds that pools
+// do not list (gone with its drop-in, or vanished and not kept), so that
+// the pod of the claim sees it gone.
 func (p *Preparer) Health(pools []discovery.Pool, checked time.Time) []dra.DeviceHealth {
 	var out []dra.DeviceHealth
 	listed := map[string]bool{}
 	for _, pl := range pools {
 		for _, d := range pl.Devices {
-			h := dra.DeviceHealth{Pool: p.draPool(pl.Name, d.Shared), Name: DeviceName(d.ID), Healthy: d.Healthy, Checked: checked}
+			h := dra.DeviceHealth{Pool: p.draPool(pl.Name, d.Shared), Name: DeviceName(d.ID), Health: dra.Healthy, Checked: checked}
 			if !d.Healthy {
-				_, h.Message = unhealthy(pl, d)
+				var why string
+				why, h.Message = unhealthy(pl, d)
+				h.Health = dra.Unhealthy
+				if why == UnhealthyInfoFailed {
+					h.Health = dra.Unknown
+				}
 			}
 			out = append(out, clip(h))
 			listed[h.Pool+"/"+h.Name] = true
 		}
 	}
 	for _, d := range p.held() {
-		h := dra.DeviceHealth{Pool: p.draPool(d.Pool, d.Shared), Name: d.Device, Checked: checked,
+		h := dra.DeviceHealth{Pool: p.draPool(d.Pool, d.Shared), Name: d.Device, Health: dra.Unhealthy, Checked: checked,
 			Message: fmt.Sprintf("vanished: no drop-in's INFO lists device %s of pool %s", d.ID, d.Pool)}
 		if !listed[h.Pool+"/"+h.Name] {
 			listed[h.Pool+"/"+h.Name] = true

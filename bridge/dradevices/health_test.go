@@ -18,9 +18,10 @@ import (
 )
 
 // The kubelet is told every device's health, by the pool and name
-// Prepare gives it, and why an unhealthy one is: vanished, INFO failed,
-// or the plugin's check; and a device a prepared claim holds that no
-// pool lists any more is unhealthy, vanished.
+// Prepare gives it, and why an unhealthy one is: vanished or the
+// plugin's check; a device whose drop-in's INFO failed is Unknown,
+// saying so; and a device a prepared claim holds that no pool lists any
+// more is unhealthy, vanished.
 func TestHealth(t *testing.T) {
 	ckpt, err := LoadCheckpoint(filepath.Join(t.TempDir(), "claims.json"))
 	if err != nil {
@@ -50,16 +51,16 @@ func TestHealth(t *testing.T) {
 			t.Errorf("%s/%s: checked %v, message of %d bytes, valid UTF-8: %v", h.Pool, h.Name, h.Checked, len(h.Message), utf8.ValidString(h.Message))
 		}
 		msg, _, _ := strings.Cut(h.Message, ":")
-		got = append(got, fmt.Sprintf("%s/%s %v %s", h.Pool, h.Name, h.Healthy, msg))
+		got = append(got, fmt.Sprintf("%s/%s %s %s", h.Pool, h.Name, h.Health, msg))
 	}
 	want := []string{
-		"n/tty-generic/tty1 true ",
-		"n/tty-generic/tty2 false vanished",
-		"camera-endpoint/gate false INFO of /etc/cdi/camera.d/endpoint.conf lists it unhealthy",
-		"n/camera-endpoint/" + DeviceName("Dock.1") + " false INFO of /etc/cdi/camera.d/endpoint.conf lists it unhealthy",
-		"n/gpu-drm/" + DeviceName("0000:01:00.0") + " false INFO of /etc/cdi/gpu.d/drm.conf failed",
-		"n/tty-generic/tty9 false vanished",
-		"n/tty-hotplug/tty50 false vanished",
+		"n/tty-generic/tty1 Healthy ",
+		"n/tty-generic/tty2 Unhealthy vanished",
+		"camera-endpoint/gate Unhealthy INFO of /etc/cdi/camera.d/endpoint.conf lists it unhealthy",
+		"n/camera-endpoint/" + DeviceName("Dock.1") + " Unhealthy INFO of /etc/cdi/camera.d/endpoint.conf lists it unhealthy",
+		"n/gpu-drm/" + DeviceName("0000:01:00.0") + " Unknown INFO of /etc/cdi/gpu.d/drm.conf failed",
+		"n/tty-generic/tty9 Unhealthy vanished",
+		"n/tty-hotplug/tty50 Unhealthy vanished",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("health:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -31,9 +31,9 @@ func TestSetPoolsReportsHealthAndCounts(t *testing.T) {
 	f.SetPools([]discovery.Pool{ttys})
 	var got []string
 	for _, h := range pub.Health() {
-		got = append(got, fmt.Sprintf("%s/%s:%v", h.Pool, h.Name, h.Healthy))
+		got = append(got, fmt.Sprintf("%s/%s:%s", h.Pool, h.Name, h.Health))
 	}
-	if fmt.Sprint(got) != "[n1/tty-generic/tty1:true n1/tty-generic/tty2:false]" {
+	if fmt.Sprint(got) != "[n1/tty-generic/tty1:Healthy n1/tty-generic/tty2:Unhealthy]" {
 		t.Errorf("health reported %v", got)
 	}
 	if c := f.Published(); len(c) != 1 || c[0].Pool != "tty-generic" || c[0].Published != 2 || c[0].Tainted != 1 {
