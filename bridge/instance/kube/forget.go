@@ -36,6 +36,9 @@ func (s *Store) ForgetNode(ctx context.Context, node string) (int, error) {
 		err := s.modify(ctx, in.Name, update, func(in *instance.Instance) (bool, error) {
 			var changed bool
 			n, changed = in.ForgetNodeClaims(node)
+			if changed {
+				hook(s.test.forgetWrite, in.Name)
+			}
 			return changed, nil
 		})
 		switch {
@@ -57,6 +60,7 @@ func (s *Store) deletePresences(ctx context.Context, node string) error {
 	if err != nil {
 		return fmt.Errorf("listing the presences of node %s: %w", node, err)
 	}
+	hook(s.test.forgetPresences, node)
 	var errs []error
 	for _, obj := range list.Items {
 		p, err := toPresence(&obj)

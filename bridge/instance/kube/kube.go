@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
@@ -51,8 +52,12 @@ type Store struct {
 	// wrote or read, and with AllPools every one, from presenceInformer.
 	presences        map[string]presence
 	presenceInformer cache.SharedIndexInformer
-	// unseenSince is when PruneUnseen first found each Instance unseen.
-	unseenSince map[string]time.Time
+	// unseenSince is when PruneUnseen first found each Instance unseen,
+	// by UID: an Instance deleted and created again is another object,
+	// unseen since the pass that first finds it so.
+	unseenSince map[types.UID]time.Time
+
+	test testHooks
 }
 
 var _ instance.Store = (*Store)(nil)
@@ -89,7 +94,7 @@ func makeStore(client dynamic.Interface, namespace string, scope Scope) *Store {
 		dynamic: client, client: client.Resource(Resource).Namespace(namespace), namespace: namespace,
 		presenceClient: client.Resource(PresenceResource).Namespace(namespace),
 		scope:          scope, backoff: defaultBackoff(),
-		presences: map[string]presence{}, unseenSince: map[string]time.Time{},
+		presences: map[string]presence{}, unseenSince: map[types.UID]time.Time{},
 		recent: map[string]recentWrite{}, watch: watchState{kick: make(chan struct{}, 1)},
 		informers: map[string]*poolInformer{}, servers: map[string]map[string]bool{},
 	}

@@ -34,6 +34,9 @@ func (s *Store) Claim(ctx context.Context, claims []instance.Claim) error {
 				}
 				changed = changed || ch
 			}
+			if changed {
+				hook(s.test.claimWrite, in.Name)
+			}
 			return changed, nil
 		})
 		if err != nil {
@@ -110,6 +113,7 @@ func (s *Store) Observe(ctx context.Context, node, config string, seen []instanc
 	for _, want := range seen {
 		names = append(names, want.Name)
 		errs = append(errs, s.describe(ctx, node, want))
+		hook(s.test.described, want.Name)
 	}
 	sort.Strings(names)
 	errs = append(errs, s.writePresence(ctx, node, config, slices.Compact(names)))

@@ -8,14 +8,16 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cdiexec/cdi/bridge/instance"
 )
 
 // PruneUnseen deletes the Instances that no node has seen, and whose
 // slots are all free, since grace before now (as this Store has watched:
-// the clock starts at the first call that finds one unseen). It asks the
-// API server again before deleting: for the Presences of each pool with
+// the clock of an object starts at the first call that finds it unseen)
+// and that were created at least grace before now. It asks the API
+// server again before deleting: for the Presences of each pool with
 // Instances due (one list per pool and pass), and for each Instance, so
 // that a node that has just seen the device again keeps it; the deletion
 // is guarded by the resourceVersion read.
@@ -25,10 +27,10 @@ import (
 // a device unplugged and plugged again, a bridge restarting, a drop-in
 // edited keep their Instances (and so their slots' names) through grace.
 func (s *Store) PruneUnseen(ctx context.Context, grace time.Duration, now time.Time) (int, error) {
-	all, err := s.List(ctx)
+	due, err := s.dueUnseen(grace, now)
 	errs := []error{err}
 	byPool := map[string][]instance.Instance{}
-	for _, in := range s.dueUnseen(all, grace, now) {
+	for _, in := range due {
 		byPool[in.Config] = append(byPool[in.Config], in)
 	}
 	deleted := 0
@@ -39,6 +41,7 @@ func (s *Store) PruneUnseen(ctx context.Context, grace time.Duration, now time.T
 			errs = append(errs, err)
 			continue
 		}
+		hook(s.test.pruneListed, pool)
 		for _, in := range due {
 			ok, err := s.deleteIfUnseen(ctx, in, seen)
 			if ok {
@@ -70,33 +73,43 @@ func (s *Store) listedBy(ctx context.Context, pool string) (map[string]bool, err
 	return seen, nil
 }
 
-// dueUnseen tracks since when each Instance is unseen and returns those
-// unseen for grace.
-func (s *Store) dueUnseen(all []instance.Instance, grace time.Duration, now time.Time) []instance.Instance {
+// dueUnseen tracks, by UID, since when each Instance in this Store's view
+// is unseen (no Presence lists it, no node is recorded in it, no slot is
+// held), and returns those unseen for grace and created at least grace
+// before now.
+func (s *Store) dueUnseen(grace time.Duration, now time.Time) ([]instance.Instance, error) {
+	objs, seers := s.objects(), s.seers()
+	var errs []error
+	var due []instance.Instance
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	unseen := map[string]bool{}
-	var due []instance.Instance
-	for _, in := range all {
-		if len(in.Nodes) > 0 || in.Held() {
+	unseen := map[types.UID]bool{}
+	for _, obj := range objs {
+		in, err := toInstance(obj)
+		if err != nil {
+			errs = append(errs, err)
 			continue
 		}
-		unseen[in.Name] = true
-		since, ok := s.unseenSince[in.Name]
+		if len(in.Nodes) > 0 || len(seers[in.Name]) > 0 || in.Held() {
+			continue
+		}
+		uid := obj.GetUID()
+		unseen[uid] = true
+		since, ok := s.unseenSince[uid]
 		if !ok {
 			since = now
-			s.unseenSince[in.Name] = now
+			s.unseenSince[uid] = now
 		}
-		if now.Sub(since) >= grace {
+		if now.Sub(since) >= grace && now.Sub(obj.GetCreationTimestamp().Time) >= grace {
 			due = append(due, in)
 		}
 	}
-	for name := range s.unseenSince {
-		if !unseen[name] {
-			delete(s.unseenSince, name)
+	for uid := range s.unseenSince {
+		if !unseen[uid] {
+			delete(s.unseenSince, uid)
 		}
 	}
-	return due
+	return due, errors.Join(errs...)
 }
 
 // deleteIfUnseen deletes in if the API server agrees that no node sees

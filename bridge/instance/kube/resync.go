@@ -206,6 +206,7 @@ func (s *Store) relist(ctx context.Context) {
 			s.remember(obj.GetName(), obj, "")
 		}
 		rv = list.GetResourceVersion()
+		hook(s.test.relisted, selector)
 	}
 	for _, inf := range s.running() {
 		for _, key := range inf.GetStore().ListKeys() {
