@@ -3,9 +3,10 @@ package kube
 // testHooks are the points where a test pauses one actor between its read
 // and its write, to let another act there: all nil outside the tests.
 type testHooks struct {
-	// pruneListed runs in PruneUnseen after its last look at a pool's
-	// Presences, before it deletes there.
-	pruneListed func(pool string)
+	// pruneMarked runs in PruneUnseen after it has marked a pool's
+	// Instances, before its second look at the pool's Presences;
+	// pruneListed after that look, before it deletes there.
+	pruneMarked, pruneListed func(pool string)
 	// described runs in Observe after each Instance is described.
 	described func(name string)
 	// relisted runs in relist after each label selector's list.

@@ -241,19 +241,3 @@ func (s *Store) serves(pool string) bool {
 	_, ok := s.informers[pool]
 	return ok || s.scope == AllPools
 }
-
-// unlabelled reports whether the named Instance exists without pool's
-// label, as a bridge of the release before the labels writes it: Observe
-// then writes it again even where nothing else changes, which labels it.
-// An Instance this Store does not hold (a label-selected informer never
-// shows an unlabelled one) is read from the API server, and remembered,
-// so that Observe's write reads it from there.
-func (s *Store) unlabelled(ctx context.Context, name, pool string) (bool, error) {
-	obj, err := s.newest(name)
-	if err == nil && obj == nil {
-		if _, err = s.read(ctx, name, true); err == nil {
-			obj, err = s.newest(name)
-		}
-	}
-	return obj != nil && obj.GetLabels()[LabelPool] != LabelValue(pool), err
-}

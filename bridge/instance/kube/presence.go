@@ -167,12 +167,14 @@ func (s *Store) forgetPresence(name string, rv uint64) {
 
 // writePresence records that node sees exactly devices of pool (sorted
 // Instance names): nil deletes the Presence. Nothing is written when the
-// Presence already says so. A node's Presence is written by its bridge
-// only (and deleted by the departed-node sweep), so a conflict means a
-// copy this Store had not seen yet: it reads it again and retries.
-func (s *Store) writePresence(ctx context.Context, node, pool string, devices []string) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		err := s.tryPresence(ctx, node, pool, devices)
+// Presence already says so. It returns what the Presence listed before.
+// A node's Presence is written by its bridge only (and deleted by the
+// departed-node sweep), so a conflict means a copy this Store had not
+// seen yet: it reads it again and retries.
+func (s *Store) writePresence(ctx context.Context, node, pool string, devices []string) (before []string, err error) {
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var err error
+		before, err = s.tryPresence(ctx, node, pool, devices)
 		s.countIf(err)
 		switch {
 		case errors.Is(err, errNoWrite):
@@ -185,18 +187,21 @@ func (s *Store) writePresence(ctx context.Context, node, pool string, devices []
 		}
 		return err
 	})
+	return before, err
 }
 
 // errNoWrite is tryPresence's answer when nothing needed writing.
 var errNoWrite = errors.New("no write needed")
 
-func (s *Store) tryPresence(ctx context.Context, node, pool string, devices []string) error {
+// tryPresence writes node's Presence of pool once, guarded by the
+// version this Store knows, and returns what that version listed.
+func (s *Store) tryPresence(ctx context.Context, node, pool string, devices []string) ([]string, error) {
 	old, had, err := s.knownPresence(ctx, node, pool)
 	switch {
 	case err != nil:
-		return err
+		return nil, err
 	case devices == nil && !had, had && devices != nil && slices.Equal(old.devices, devices):
-		return errNoWrite
+		return old.devices, errNoWrite
 	}
 	name := PresenceName(node, pool)
 	if devices == nil {
@@ -204,11 +209,11 @@ func (s *Store) tryPresence(ctx context.Context, node, pool string, devices []st
 		if err == nil {
 			s.forgetPresence(name, old.rv)
 		}
-		return err
+		return old.devices, err
 	}
 	obj, err := presenceObject(presence{node: node, pool: pool, devices: devices, version: old.version}, s.namespace)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if had {
 		obj, err = s.presenceClient.Update(ctx, obj, metav1.UpdateOptions{FieldManager: fieldManager})
@@ -216,13 +221,13 @@ func (s *Store) tryPresence(ctx context.Context, node, pool string, devices []st
 		obj, err = s.presenceClient.Create(ctx, obj, metav1.CreateOptions{FieldManager: fieldManager})
 	}
 	if err != nil {
-		return err
+		return old.devices, err
 	}
 	p, err := toPresence(obj)
 	if err == nil {
 		s.learnPresence(name, p)
 	}
-	return err
+	return old.devices, err
 }
 
 // countIf counts an API write that was made (err nil) or refused by the

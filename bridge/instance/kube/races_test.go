@@ -1,6 +1,8 @@
 package kube
 
 import (
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,9 +29,39 @@ func TestRaces(t *testing.T) {
 		name string
 		run  func(*testing.T, *apitest.Env, kubernetes.Interface)
 	}{
+		{"the janitor's delete loses to a Presence written after its look", testPruneLosesToPresence},
+		{"the janitor's look finds a Presence written after its mark", testPruneFindsPresence},
+		{"a slow first Observe keeps its first Instances", testSlowFirstObserve},
 		{"the unseen clock starts again for a recreated Instance", testUnseenClockByUID},
 	} {
 		t.Run(tt.name, func(t *testing.T) { tt.run(t, env, admin) })
+	}
+}
+
+// gate pauses the first call of its hook until it is opened: reached is
+// closed when that call arrives.
+type gate struct {
+	once          sync.Once
+	reached, open chan struct{}
+}
+
+func newGate() *gate { return &gate{reached: make(chan struct{}), open: make(chan struct{})} }
+
+// at is the hook: it pauses the first call.
+func (g *gate) at() {
+	g.once.Do(func() {
+		close(g.reached)
+		<-g.open
+	})
+}
+
+// wait waits until the hook's first call has arrived.
+func (g *gate) wait(t *testing.T) {
+	t.Helper()
+	select {
+	case <-g.reached:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the paused call never came")
 	}
 }
 
@@ -43,12 +75,119 @@ func exists(t *testing.T, s *Store, name string) bool {
 	return err == nil
 }
 
+// presenceDevices is what node's Presence of pool lists in the API
+// server, and whether there is one.
+func presenceDevices(t *testing.T, s *Store, node, pool string) ([]string, bool) {
+	t.Helper()
+	obj, err := s.presenceClient.Get(t.Context(), PresenceName(node, pool), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := toPresence(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.devices, true
+}
+
 // seesNone observes that node sees no device of pool cam (its Presence
 // stays, empty), as a node whose camera was unplugged does.
 func seesNone(t *testing.T, s *Store, node string) {
 	t.Helper()
 	if err := s.Observe(t.Context(), node, "cam", []instance.Instance{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// testPruneLosesToPresence: camera x is unseen, and the janitor has taken
+// its look at the pool's Presences. Node a sees x again (replugged): it
+// adds x to its Presence. The janitor then goes on to delete x: it must
+// not, since a Presence lists it.
+func testPruneLosesToPresence(t *testing.T, env *apitest.Env, _ kubernetes.Interface) {
+	pruneAgainstReplug(t, env, func(j *Store, pause func()) { j.test.pruneListed = func(string) { pause() } })
+}
+
+// testPruneFindsPresence: as testPruneLosesToPresence, but node a sees x
+// again after the janitor marked x and before its second look at the
+// Presences: that look finds x listed, and the mark is taken off.
+func testPruneFindsPresence(t *testing.T, env *apitest.Env, _ kubernetes.Interface) {
+	pruneAgainstReplug(t, env, func(j *Store, pause func()) { j.test.pruneMarked = func(string) { pause() } })
+}
+
+// pruneAgainstReplug has node a add unseen camera x to its Presence while
+// the janitor's PruneUnseen is paused where pauseAt sets its hook, and
+// checks that x stays, unmarked once both are done.
+func pruneAgainstReplug(t *testing.T, env *apitest.Env, pauseAt func(janitor *Store, pause func())) {
+	t.Helper()
+	ns := env.Namespace(t)
+	node, janitor := newScopedStore(t, env.Config, ns), newStore(t, env.Config, ns)
+	x := storetest.Cam("", "x", 1)
+	observe(t, node, "a", x)
+	seesNone(t, node, "a")
+	waitNodes(t, janitor, x.Name)
+	g := newGate()
+	pauseAt(janitor, g.at)
+	done := make(chan error, 1)
+	go func() {
+		_, err := janitor.PruneUnseen(t.Context(), 0, time.Now())
+		done <- err
+	}()
+	g.wait(t)
+	observe(t, node, "a", x)
+	close(g.open)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if devices, _ := presenceDevices(t, node, "a", "cam"); !slices.Contains(devices, x.Name) {
+		t.Fatalf("node a's Presence lists %v, want %s", devices, x.Name)
+	}
+	obj, err := node.client.Get(t.Context(), x.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		t.Fatalf("the janitor deleted %s, which node a's Presence lists", x.Name)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if marked(obj) {
+		t.Errorf("%s, listed, is still marked for deletion: %v", x.Name, obj.GetAnnotations())
+	}
+}
+
+// testSlowFirstObserve: node a's first Observe of three new cameras is
+// slow (paused after the first is written); meanwhile the janitor's
+// clock passes the grace period. The first camera must not be deleted.
+func testSlowFirstObserve(t *testing.T, env *apitest.Env, _ kubernetes.Interface) {
+	ns := env.Namespace(t)
+	node, janitor := newScopedStore(t, env.Config, ns), newStore(t, env.Config, ns)
+	all := cams(3)
+	g := newGate()
+	node.test.described = func(string) { g.at() }
+	done := make(chan error, 1)
+	go func() { done <- node.Observe(t.Context(), "a", "cam", all) }()
+	g.wait(t)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, ok := lookup(t, janitor, all[0].Name); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the janitor never saw %s", all[0].Name)
+		}
+	}
+	grace, t0 := time.Minute, time.Now()
+	for _, now := range []time.Time{t0, t0.Add(grace)} {
+		if _, err := janitor.PruneUnseen(t.Context(), grace, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(g.open)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !exists(t, node, all[0].Name) {
+		t.Fatalf("the janitor deleted %s, created by node a's Observe before it wrote its Presence", all[0].Name)
 	}
 }
 
