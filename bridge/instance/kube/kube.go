@@ -52,6 +52,12 @@ type Store struct {
 	// wrote or read, and with AllPools every one, from presenceInformer.
 	presences        map[string]presence
 	presenceInformer cache.SharedIndexInformer
+	// own keeps the Presences of the nodes this Store observes for, with
+	// ServedPools (own.go), deleting orphans after orphanAfter.
+	own         ownPresences
+	orphanAfter time.Duration
+	// presenceMu serializes the writes of this Store's own Presences.
+	presenceMu sync.Mutex
 	// unseenSince is when PruneUnseen first found each Instance unseen,
 	// by UID: an Instance deleted and created again is another object,
 	// unseen since the pass that first finds it so.
@@ -93,7 +99,7 @@ func makeStore(client dynamic.Interface, namespace string, scope Scope) *Store {
 	return &Store{
 		dynamic: client, client: client.Resource(Resource).Namespace(namespace), namespace: namespace,
 		presenceClient: client.Resource(PresenceResource).Namespace(namespace),
-		scope:          scope, backoff: defaultBackoff(),
+		scope:          scope, backoff: defaultBackoff(), orphanAfter: DefaultOrphanAfter,
 		presences: map[string]presence{}, unseenSince: map[types.UID]time.Time{},
 		recent: map[string]recentWrite{}, watch: watchState{kick: make(chan struct{}, 1)},
 		informers: map[string]*poolInformer{}, servers: map[string]map[string]bool{},

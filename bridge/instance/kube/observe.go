@@ -51,7 +51,7 @@ func (s *Store) Observe(ctx context.Context, node, config string, seen []instanc
 		}
 	}
 	names := instanceNames(seen)
-	before, err := s.writePresence(ctx, node, config, names)
+	before, err := s.observePresence(ctx, node, config, names)
 	errs := []error{err}
 	if err != nil {
 		// What it listed is unknown: every device is read afresh.

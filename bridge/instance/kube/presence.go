@@ -276,17 +276,32 @@ func withSeers(all []instance.Instance, seers map[string][]string) {
 // AllPools: the one bridge that clears departed nodes, which must know
 // who sees each device.
 func (s *Store) followPresences(ctx context.Context) error {
-	informer := dynamicinformer.NewFilteredDynamicInformer(s.dynamic, PresenceResource, s.namespace, 0, cache.Indexers{}, nil).Informer()
-	if err := informer.SetTransform(dropManagedFields); err != nil {
+	informer, err := s.presenceInformerOf("", func(presence) bool { return true }, s.notify)
+	if err != nil {
 		return err
+	}
+	s.presenceInformer = informer
+	go informer.Run(ctx.Done())
+	return nil
+}
+
+// presenceInformerOf is an informer, not started, of the Presences the
+// label selector selects: it records each copy it brings that keep
+// accepts (learnPresence) and each deletion (forgetPresence) in what the
+// Store knows, then calls changed.
+func (s *Store) presenceInformerOf(selector string, keep func(presence) bool, changed func()) (cache.SharedIndexInformer, error) {
+	options := func(o *metav1.ListOptions) { o.LabelSelector = selector }
+	informer := dynamicinformer.NewFilteredDynamicInformer(s.dynamic, PresenceResource, s.namespace, 0, cache.Indexers{}, options).Informer()
+	if err := informer.SetTransform(dropManagedFields); err != nil {
+		return nil, err
 	}
 	learn := func(obj any) {
 		if o, ok := obj.(*unstructured.Unstructured); ok {
-			if p, err := toPresence(o); err == nil {
+			if p, err := toPresence(o); err == nil && keep(p) {
 				s.learnPresence(o.GetName(), p)
 			}
 		}
-		s.notify()
+		changed()
 	}
 	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: learn, UpdateFunc: func(_, obj any) { learn(obj) },
@@ -298,13 +313,8 @@ func (s *Store) followPresences(ctx context.Context) error {
 				rv, _ := resourceVersion(o)
 				s.forgetPresence(o.GetName(), rv)
 			}
-			s.notify()
+			changed()
 		},
 	})
-	if err != nil {
-		return err
-	}
-	s.presenceInformer = informer
-	go informer.Run(ctx.Done())
-	return nil
+	return informer, err
 }

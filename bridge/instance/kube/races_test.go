@@ -1,7 +1,10 @@
 package kube
 
 import (
+	"errors"
+	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -9,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/cdiexec/cdi/bridge/instance"
 	"github.com/cdiexec/cdi/bridge/instance/storetest"
@@ -33,6 +37,9 @@ func TestRaces(t *testing.T) {
 		{"the janitor's look finds a Presence written after its mark", testPruneFindsPresence},
 		{"a slow first Observe keeps its first Instances", testSlowFirstObserve},
 		{"the unseen clock starts again for a recreated Instance", testUnseenClockByUID},
+		{"a Presence deleted elsewhere is written again", testPresenceDeletedElsewhere},
+		{"a failed withdrawal is retried", testWithdrawalRetried},
+		{"a pool withdrawn while the bridge was down loses its Presence", testStalePresenceDeleted},
 	} {
 		t.Run(tt.name, func(t *testing.T) { tt.run(t, env, admin) })
 	}
@@ -91,6 +98,24 @@ func presenceDevices(t *testing.T, s *Store, node, pool string) ([]string, bool)
 		t.Fatal(err)
 	}
 	return p.devices, true
+}
+
+// waitPresence waits until node's Presence of pool in the API server is
+// there (want true) or not; each round runs again first, as a node's
+// next discovery would.
+func waitPresence(t *testing.T, s *Store, node, pool string, want bool, again func()) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if _, ok := presenceDevices(t, s, node, pool); ok == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("presence %s: there %v after 20 s, want %v", PresenceName(node, pool), !want, want)
+		}
+		if again != nil {
+			again()
+		}
+	}
 }
 
 // seesNone observes that node sees no device of pool cam (its Presence
@@ -239,4 +264,79 @@ func uidOf(t *testing.T, s *Store, name string) string {
 		return ""
 	}
 	return string(obj.GetUID())
+}
+
+// testPresenceDeletedElsewhere: node a's Presence is deleted by hand
+// (kubectl delete cdip). It is written again while node a still sees its
+// camera, without waiting for its next discovery.
+func testPresenceDeletedElsewhere(t *testing.T, env *apitest.Env, _ kubernetes.Interface) {
+	ns := env.Namespace(t)
+	node := newScopedStore(t, env.Config, ns)
+	x := storetest.Cam("", "x", 1)
+	observe(t, node, "a", x)
+	if err := node.presenceClient.Delete(t.Context(), PresenceName("a", "cam"), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPresence(t, node, "a", "cam", true, nil)
+}
+
+// failingOnce is a transport that fails the first request matching
+// fails without sending it, as a connection that breaks would.
+type failingOnce struct {
+	rt    http.RoundTripper
+	fails func(*http.Request) bool
+	once  sync.Once
+}
+
+var errInjected = errors.New("injected: connection reset")
+
+func (f *failingOnce) RoundTrip(req *http.Request) (*http.Response, error) {
+	failed := false
+	if f.fails(req) {
+		f.once.Do(func() { failed = true })
+	}
+	if failed {
+		return nil, errInjected
+	}
+	return f.rt.RoundTrip(req)
+}
+
+// testWithdrawalRetried: node a withdraws pool cam (its drop-in is
+// removed), and the deletion of its Presence fails. It is deleted later
+// all the same.
+func testWithdrawalRetried(t *testing.T, env *apitest.Env, _ kubernetes.Interface) {
+	ns := env.Namespace(t)
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return &failingOnce{rt: rt, fails: func(req *http.Request) bool {
+			return req.Method == http.MethodDelete && strings.Contains(req.URL.Path, "/"+PresenceResource.Resource+"/")
+		}}
+	})
+	node := newScopedStore(t, cfg, ns)
+	observe(t, node, "a", storetest.Cam("", "x", 1))
+	if err := node.Observe(t.Context(), "a", "cam", nil); !errors.Is(err, errInjected) {
+		t.Fatalf("the withdrawal: %v, want the injected failure", err)
+	}
+	waitPresence(t, node, "a", "cam", false, nil)
+}
+
+// testStalePresenceDeleted: node a's bridge served pools cam and dog; it
+// restarts without dog's drop-in. Its Presence of dog is deleted, that
+// of cam kept.
+func testStalePresenceDeleted(t *testing.T, env *apitest.Env, _ kubernetes.Interface) {
+	ns := env.Namespace(t)
+	before, stop := stoppableStore(t, env.Config, ns, ServedPools)
+	x := storetest.Cam("", "x", 1)
+	observe(t, before, "a", x)
+	if err := before.Observe(t.Context(), "a", "dog", []instance.Instance{dogOf("a", "rex")}); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	after := newScopedStore(t, env.Config, ns)
+	after.orphanAfter = time.Second
+	observe(t, after, "a", x)
+	waitPresence(t, after, "a", "dog", false, nil)
+	if _, ok := presenceDevices(t, after, "a", "cam"); !ok {
+		t.Fatal("the Presence of the pool still served is gone")
+	}
 }
