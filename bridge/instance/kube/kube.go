@@ -46,6 +46,9 @@ type Store struct {
 	// informers follow the Instances, one per served pool with
 	// ServedPools, one of every pool (under "") with AllPools.
 	informers map[string]*poolInformer
+	// followGen counts the changes of informers: relist applies its
+	// lists only if none came meanwhile.
+	followGen uint64
 	// servers are, by pool, the nodes whose Observe reports it served.
 	servers map[string]map[string]bool
 	// presences are the Presences this Store knows, by name: those it

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 )
@@ -95,6 +96,7 @@ func (s *Store) informerOf(pool string) (*poolInformer, error) {
 	pi, err := s.newInformer(pool)
 	if err == nil {
 		s.informers[pool] = pi
+		s.followGen++
 	}
 	return pi, err
 }
@@ -122,12 +124,13 @@ func (s *Store) notListed() error {
 func (s *Store) newInformer(pool string) (*poolInformer, error) {
 	selector := func(o *metav1.ListOptions) { o.LabelSelector = poolSelector(pool) }
 	informer := dynamicinformer.NewFilteredDynamicInformer(s.dynamic, Resource, s.namespace, 0, cache.Indexers{}, selector).Informer()
-	event := func(obj any) { s.heard(); s.caughtUp(obj); s.notify() }
+	event := func(obj any, deleted bool) { s.heard(); s.caughtUp(obj, deleted); s.notify() }
 	if err := informer.SetTransform(dropManagedFields); err != nil {
 		return nil, err
 	}
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: event, DeleteFunc: event, UpdateFunc: func(_, obj any) { event(obj) },
+		AddFunc: func(obj any) { event(obj, false) }, UpdateFunc: func(_, obj any) { event(obj, false) },
+		DeleteFunc: func(obj any) { event(obj, true) },
 	}); err != nil {
 		return nil, err
 	}
@@ -183,6 +186,7 @@ func (s *Store) retire(pool, node string) {
 	if pi, ok := s.informers[pool]; ok {
 		pi.stop()
 		delete(s.informers, pool)
+		s.followGen++
 	}
 	// No informer will catch up with the pool's writes any more.
 	for name, w := range s.recent {
@@ -212,26 +216,43 @@ func poolSelector(pool string) string {
 	return LabelPool + "=" + LabelValue(pool)
 }
 
+// followedSelector is one label selector of the Instances a Store
+// follows, parsed to tell which objects it selects.
+type followedSelector struct {
+	selector string
+	selects  labels.Selector
+}
+
 // followedSelectors are the label selectors of every Instance the Store
 // follows, for its own lists: one, "", for every pool; none when it
-// follows none.
-func (s *Store) followedSelectors() []string {
+// follows none. gen changes whenever they do.
+func (s *Store) followedSelectors() (_ []followedSelector, gen uint64, _ error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var selectors []string
 	if s.scope == AllPools {
-		return []string{""}
-	}
-	values := make([]string, 0, len(s.informers))
-	for p := range s.informers {
-		if p != unlabelledPool {
-			values = append(values, LabelValue(p))
+		selectors = []string{""}
+	} else {
+		values := make([]string, 0, len(s.informers))
+		for p := range s.informers {
+			if p != unlabelledPool {
+				values = append(values, LabelValue(p))
+			}
+		}
+		if len(values) > 0 {
+			sort.Strings(values)
+			selectors = []string{LabelPool + " in (" + strings.Join(values, ",") + ")", poolSelector(unlabelledPool)}
 		}
 	}
-	if len(values) == 0 {
-		return nil
+	out := make([]followedSelector, 0, len(selectors))
+	for _, sel := range selectors {
+		parsed, err := labels.Parse(sel)
+		if err != nil {
+			return nil, 0, fmt.Errorf("label selector %q: %w", sel, err)
+		}
+		out = append(out, followedSelector{selector: sel, selects: parsed})
 	}
-	sort.Strings(values)
-	return []string{LabelPool + " in (" + strings.Join(values, ",") + ")", poolSelector(unlabelledPool)}
+	return out, s.followGen, nil
 }
 
 // serves reports whether the Store follows pool.

@@ -38,6 +38,7 @@ func TestRaces(t *testing.T) {
 		{"a slow first Observe keeps its first Instances", testSlowFirstObserve},
 		{"the unseen clock starts again for a recreated Instance", testUnseenClockByUID},
 		{"a Presence deleted elsewhere is written again", testPresenceDeletedElsewhere},
+		{"a relist does not hide an Instance the informer holds", testRelistKeepsNewer},
 		{"a failed withdrawal is retried", testWithdrawalRetried},
 		{"a pool withdrawn while the bridge was down loses its Presence", testStalePresenceDeleted},
 	} {
@@ -278,6 +279,35 @@ func testPresenceDeletedElsewhere(t *testing.T, env *apitest.Env, _ kubernetes.I
 		t.Fatal(err)
 	}
 	waitPresence(t, node, "a", "cam", true, nil)
+}
+
+// testRelistKeepsNewer: node a's store relists while camera y is created
+// in its pool: its pool's list is taken before y exists, the informer
+// then holds y, and the list of the unlabelled Instances comes after.
+// y must stay in the view, through this relist and the next.
+func testRelistKeepsNewer(t *testing.T, env *apitest.Env, _ kubernetes.Interface) {
+	ns := env.Namespace(t)
+	node, other := newScopedStore(t, env.Config, ns), newScopedStore(t, env.Config, ns)
+	x, y := storetest.Cam("", "x", 1), storetest.Cam("", "y", 1)
+	observe(t, node, "a", x)
+	g := newGate()
+	node.test.relisted = func(string) { g.at() }
+	done := make(chan struct{})
+	go func() {
+		node.relist(t.Context())
+		close(done)
+	}()
+	g.wait(t)
+	observe(t, other, "b", y)
+	held(t, node, y.Name)
+	close(g.open)
+	<-done
+	for i := range 2 {
+		if _, ok := lookup(t, node, y.Name); !ok {
+			t.Fatalf("after relist %d node a's view lacks %s, which its informer holds", i+1, y.Name)
+		}
+		node.relist(t.Context())
+	}
 }
 
 // failingOnce is a transport that fails the first request matching
