@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -39,6 +41,8 @@ func TestRaces(t *testing.T) {
 		{"the unseen clock starts again for a recreated Instance", testUnseenClockByUID},
 		{"a Presence deleted elsewhere is written again", testPresenceDeletedElsewhere},
 		{"a relist does not hide an Instance the informer holds", testRelistKeepsNewer},
+		{"ForgetNode stops for a node that came back and claimed", testForgetReturnedNodeClaim},
+		{"ForgetNode stops when the node rewrote its Presence", testForgetRewrittenPresence},
 		{"a failed withdrawal is retried", testWithdrawalRetried},
 		{"a pool withdrawn while the bridge was down loses its Presence", testStalePresenceDeleted},
 	} {
@@ -308,6 +312,104 @@ func testRelistKeepsNewer(t *testing.T, env *apitest.Env, _ kubernetes.Interface
 		}
 		node.relist(t.Context())
 	}
+}
+
+// nodeObject creates a Node called name and deletes it when the test
+// ends.
+func nodeObject(t *testing.T, admin kubernetes.Interface, name string) {
+	t.Helper()
+	if _, err := admin.CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+}
+
+// testForgetReturnedNodeClaim: the janitor clears node r, whose Node is
+// gone; r re-registers and claims a second slot of the camera just
+// before the janitor's write there. r's new claim is a running
+// container's: it must stay.
+func testForgetReturnedNodeClaim(t *testing.T, env *apitest.Env, admin kubernetes.Interface) {
+	ns := env.Namespace(t)
+	node, janitor := newScopedStore(t, env.Config, ns), newStore(t, env.Config, ns)
+	r := "r-" + ns
+	cam := storetest.Cam("", "porch", 2)
+	observe(t, node, r, cam)
+	s0, s1 := instance.Claim{Instance: cam.Name, Slot: instance.SlotID(cam.Name, 0), Value: r},
+		instance.Claim{Instance: cam.Name, Slot: instance.SlotID(cam.Name, 1), Value: r}
+	if err := node.Claim(t.Context(), []instance.Claim{s0}); err != nil {
+		t.Fatal(err)
+	}
+	waitUsage(t, janitor, cam.Name, s0.Slot, r, 5*time.Second)
+	g := newGate()
+	janitor.test.forgetWrite = func(string) { g.at() }
+	done := make(chan error, 1)
+	go func() {
+		_, err := janitor.ForgetNode(t.Context(), r)
+		done <- err
+	}()
+	g.wait(t)
+	nodeObject(t, admin, r)
+	if err := node.Claim(t.Context(), []instance.Claim{s1}); err != nil {
+		t.Fatal(err)
+	}
+	close(g.open)
+	err := <-done
+	t.Logf("ForgetNode(%s): %v", r, err)
+	obj, gerr := janitor.client.Get(t.Context(), cam.Name, metav1.GetOptions{})
+	if gerr != nil {
+		t.Fatal(gerr)
+	}
+	in, _ := toInstance(obj)
+	if in.Usage[s1.Slot] != r {
+		t.Fatalf("slot %s, claimed by %s after its Node came back, is %q", s1.Slot, r, in.Usage[s1.Slot])
+	}
+}
+
+// testForgetRewrittenPresence: the janitor clears node r, whose Node is
+// gone, and has listed r's Presences; r's bridge, alive, rewrites its
+// Presence before the janitor deletes it. The janitor must stop there:
+// r's claim stays.
+func testForgetRewrittenPresence(t *testing.T, env *apitest.Env, _ kubernetes.Interface) {
+	ns := env.Namespace(t)
+	node, janitor := newScopedStore(t, env.Config, ns), newStore(t, env.Config, ns)
+	r := "r-" + ns
+	cam, gate2 := storetest.Cam("", "porch", 2), storetest.Cam("", "gate", 1)
+	observe(t, node, r, cam)
+	c := instance.Claim{Instance: cam.Name, Slot: instance.SlotID(cam.Name, 0), Value: r}
+	if err := node.Claim(t.Context(), []instance.Claim{c}); err != nil {
+		t.Fatal(err)
+	}
+	waitUsage(t, janitor, cam.Name, c.Slot, r, 5*time.Second)
+	g := newGate()
+	janitor.test.forgetPresences = func(string) { g.at() }
+	done := make(chan error, 1)
+	go func() {
+		_, err := janitor.ForgetNode(t.Context(), r)
+		done <- err
+	}()
+	g.wait(t)
+	observe(t, node, r, cam, gate2)
+	close(g.open)
+	err := <-done
+	t.Logf("ForgetNode(%s): %v", r, err)
+	if v, _ := usageOf(t, janitor, cam.Name, c.Slot); v != r {
+		t.Fatalf("slot %s of %s, whose bridge rewrote its Presence, is %q", c.Slot, r, v)
+	}
+}
+
+// usageOf is the slot's value in the API server's copy.
+func usageOf(t *testing.T, s *Store, name, slot string) (string, bool) {
+	t.Helper()
+	obj, err := s.client.Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := toInstance(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, ok := in.Usage[slot]
+	return v, ok
 }
 
 // failingOnce is a transport that fails the first request matching
