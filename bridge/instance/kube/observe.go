@@ -51,13 +51,14 @@ func (s *Store) Observe(ctx context.Context, node, config string, seen []instanc
 		}
 	}
 	names := instanceNames(seen)
-	before, err := s.observePresence(ctx, node, config, names)
-	errs := []error{err}
+	listed, capErr := s.capPresence(config, names)
+	before, err := s.observePresence(ctx, node, config, listed)
+	errs := []error{capErr, err}
 	if err != nil {
 		// What it listed is unknown: every device is read afresh.
 		before = nil
 	}
-	errs = append(errs, s.describeAll(ctx, node, config, seen, added(names, before)))
+	errs = append(errs, s.describeAll(ctx, node, config, seen, added(listed, before)))
 	errs = append(errs, s.forgetLegacy(ctx, node, config, names))
 	return errors.Join(errs...)
 }
@@ -74,6 +75,41 @@ func instanceNames(seen []instance.Instance) []string {
 	}
 	slices.Sort(names)
 	return slices.Compact(names)
+}
+
+// ErrPresenceFull is wrapped by Observe's error when a node sees more
+// devices of a pool than a Presence may list (MaxPresenceDevices), not
+// counting those held: the rest are not listed, and may be pruned.
+var ErrPresenceFull = errors.New("more devices than a Presence may list")
+
+// capPresence is names (sorted) as a Presence may list them: at most
+// MaxPresenceDevices. A pool at that many devices still shows a device
+// that vanished while a container holds it (discovery keeps it until it
+// is released), one name too many for the CRD, which would refuse the
+// Presence from then on. Names of Instances whose slots are held are left
+// out first (the elected bridge never deletes a held Instance), then the
+// last names, with ErrPresenceFull.
+func (s *Store) capPresence(pool string, names []string) ([]string, error) {
+	over := len(names) - MaxPresenceDevices
+	if over <= 0 {
+		return names, nil
+	}
+	out := make([]string, 0, len(names))
+	for i := len(names) - 1; i >= 0; i-- {
+		if over > 0 {
+			if in, err := s.cached(names[i]); err == nil && in != nil && in.Held() {
+				over--
+				continue
+			}
+		}
+		out = append(out, names[i])
+	}
+	slices.Reverse(out)
+	if over > 0 {
+		return out[:MaxPresenceDevices], fmt.Errorf("pool %s: %d devices: %w (%d): the last %d are not listed",
+			pool, len(names), ErrPresenceFull, MaxPresenceDevices, over)
+	}
+	return out, nil
 }
 
 // added is the set of names that before (sorted) lacks.

@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -470,5 +471,77 @@ func testStalePresenceDeleted(t *testing.T, env *apitest.Env, _ kubernetes.Inter
 	waitPresence(t, after, "a", "dog", false, nil)
 	if _, ok := presenceDevices(t, after, "a", "cam"); !ok {
 		t.Fatal("the Presence of the pool still served is gone")
+	}
+}
+
+// TestPresenceAtTheCap: a pool of the most devices a Presence may list,
+// and one more that vanished while a container holds it (discovery keeps
+// it until it is released). The Presence is written all the same, without
+// the held one: a held Instance is never pruned.
+func TestPresenceAtTheCap(t *testing.T) {
+	if testing.Short() {
+		t.Skip("creates 5,001 Instances")
+	}
+	env := apitest.StartWithInstances(t, apitest.Options{})
+	ns := env.Namespace(t)
+	node := newScopedStore(t, env.Config, ns)
+	seen := make([]instance.Instance, MaxPresenceDevices+1)
+	for i := range seen {
+		seen[i] = instance.Instance{Name: instance.Name("big", fmt.Sprintf("d%05d", i), "a", false), Config: "big",
+			DeviceID: fmt.Sprintf("d%05d", i), Capacity: 1}
+	}
+	vanished := seen[len(seen)-1]
+	createAll(t, node, seen)
+	c := instance.Claim{Instance: vanished.Name, Slot: instance.SlotID(vanished.Name, 0), Value: "a"}
+	if err := node.Observe(t.Context(), "a", "big", seen[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := node.Claim(t.Context(), []instance.Claim{c}); err != nil {
+		t.Fatal(err)
+	}
+	if err := node.Observe(t.Context(), "a", "big", seen); err != nil {
+		t.Fatalf("observing %d devices, one of them vanished and held: %v", len(seen), err)
+	}
+	devices, _ := presenceDevices(t, node, "a", "big")
+	if len(devices) != MaxPresenceDevices || slices.Contains(devices, vanished.Name) {
+		t.Fatalf("the Presence lists %d devices (the held one: %v), want %d without it",
+			len(devices), slices.Contains(devices, vanished.Name), MaxPresenceDevices)
+	}
+}
+
+// createAll creates the Instances, slots free, 8 at a time.
+func createAll(t *testing.T, s *Store, all []instance.Instance) {
+	t.Helper()
+	work := make(chan instance.Instance)
+	errs := make(chan error, 8)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for in := range work {
+				in.Usage = map[string]string{}
+				in.Describe(in)
+				obj, err := toObject(in, s.namespace)
+				if err == nil {
+					_, err = s.client.Create(t.Context(), obj, metav1.CreateOptions{})
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	for _, in := range all {
+		select {
+		case work <- in:
+		case err := <-errs:
+			t.Fatal(err)
+		}
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
 	}
 }
