@@ -49,6 +49,10 @@ type Store struct {
 	// followGen counts the changes of informers: relist applies its
 	// lists only if none came meanwhile.
 	followGen uint64
+	// following is held for reading by what needs its pools followed
+	// while it runs (a claim, an Observe starting to serve a pool), for
+	// writing by retire, which stops following one.
+	following sync.RWMutex
 	// servers are, by pool, the nodes whose Observe reports it served.
 	servers map[string]map[string]bool
 	// presences are the Presences this Store knows, by name: those it

@@ -23,10 +23,30 @@ const rollbackTimeout = 10 * time.Second
 // Claim implements instance.Store. Claims on one Instance are one write;
 // claims on several are written one Instance at a time, in name order,
 // and released again if a later one fails.
+//
+// With ServedPools the pools claimed in stay followed: a claim's
+// container ends later, and its release must find the claim in view.
+// A pool withdrawn meanwhile (Store.retire) waits for the claim, then
+// sees it; one withdrawn before is followed again.
 func (s *Store) Claim(ctx context.Context, claims []instance.Claim) error {
+	s.following.RLock()
+	defer s.following.RUnlock()
+	pools := map[string]bool{}
+	err := s.claim(ctx, claims, pools)
+	if s.scope == ServedPools {
+		for pool := range pools {
+			err = errors.Join(err, s.follow(ctx, pool))
+		}
+	}
+	return err
+}
+
+// claim is Claim; pools receives the pools of the Instances claimed in.
+func (s *Store) claim(ctx context.Context, claims []instance.Claim, pools map[string]bool) error {
 	var done []instance.Claim
 	for _, group := range byInstance(claims) {
 		err := s.modify(ctx, group[0].Instance, verify, func(in *instance.Instance) (bool, error) {
+			pools[in.Config] = true
 			changed := false
 			for _, c := range group {
 				ch, err := in.Apply(c)

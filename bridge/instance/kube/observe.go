@@ -39,13 +39,9 @@ import (
 // PruneUnseen's, after a grace period, for the elected bridge.
 func (s *Store) Observe(ctx context.Context, node, config string, seen []instance.Instance) error {
 	if s.scope == ServedPools {
-		if err := s.follow(ctx, unlabelledPool); err != nil {
+		if err := s.startServing(ctx, node, config, seen != nil); err != nil {
 			return err
 		}
-		if err := s.follow(ctx, config); err != nil {
-			return err
-		}
-		s.serve(config, node, seen != nil)
 		if seen == nil {
 			defer s.retire(config, node)
 		}
@@ -61,6 +57,21 @@ func (s *Store) Observe(ctx context.Context, node, config string, seen []instanc
 	errs = append(errs, s.describeAll(ctx, node, config, seen, added(listed, before)))
 	errs = append(errs, s.forgetLegacy(ctx, node, config, names))
 	return errors.Join(errs...)
+}
+
+// startServing follows pool, unless this Store does, and records whether node
+// serves it, at once for a retire under way (Store.following).
+func (s *Store) startServing(ctx context.Context, node, pool string, serves bool) error {
+	s.following.RLock()
+	defer s.following.RUnlock()
+	if err := s.follow(ctx, unlabelledPool); err != nil {
+		return err
+	}
+	if err := s.follow(ctx, pool); err != nil {
+		return err
+	}
+	s.serve(pool, node, serves)
+	return nil
 }
 
 // instanceNames are the names of seen, sorted, each once; nil when seen

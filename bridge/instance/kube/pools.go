@@ -167,12 +167,15 @@ func (s *Store) serve(pool, node string, serves bool) {
 // runs several) still serves it, or node holds a slot in one of its
 // Instances: those claims are released through this Store when their
 // containers end, and must stay in view until then. Such a pool is
-// followed until the bridge restarts.
+// followed until the bridge restarts. It waits for the claims under way
+// (Store.following), so that the view it reads holds every claim made.
 func (s *Store) retire(pool, node string) {
-	s.mu.Lock()
-	served := len(s.servers[pool]) > 0
-	s.mu.Unlock()
-	if s.scope != ServedPools || served {
+	if s.scope != ServedPools {
+		return
+	}
+	s.following.Lock()
+	defer s.following.Unlock()
+	if s.served(pool) {
 		return
 	}
 	all, _ := s.List(context.Background())
@@ -194,6 +197,13 @@ func (s *Store) retire(pool, node string) {
 			delete(s.recent, name)
 		}
 	}
+}
+
+// served reports whether a node of this Store serves pool.
+func (s *Store) served(pool string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.servers[pool]) > 0
 }
 
 // unlabelledPool is the informers' key, never a pool's name, of the

@@ -46,6 +46,8 @@ func TestRaces(t *testing.T) {
 		{"ForgetNode stops when the node rewrote its Presence", testForgetRewrittenPresence},
 		{"a failed withdrawal is retried", testWithdrawalRetried},
 		{"a pool withdrawn while the bridge was down loses its Presence", testStalePresenceDeleted},
+		{"a pool withdrawn during a claim stays followed", testRetireDuringClaim},
+		{"a claim in a pool withdrawn before is followed", testClaimAfterRetire},
 	} {
 		t.Run(tt.name, func(t *testing.T) { tt.run(t, env, admin) })
 	}
@@ -471,6 +473,66 @@ func testStalePresenceDeleted(t *testing.T, env *apitest.Env, _ kubernetes.Inter
 	waitPresence(t, after, "a", "dog", false, nil)
 	if _, ok := presenceDevices(t, after, "a", "cam"); !ok {
 		t.Fatal("the Presence of the pool still served is gone")
+	}
+}
+
+// testRetireDuringClaim: node a withdraws pool dog while a claim there is
+// under way (paused before its write). The claim goes through: the pool
+// must stay in a's view, so that the claim is released when its
+// container ends.
+func testRetireDuringClaim(t *testing.T, env *apitest.Env, _ kubernetes.Interface) {
+	ns := env.Namespace(t)
+	node := newScopedStore(t, env.Config, ns)
+	rex := dogOf("a", "rex")
+	if err := node.Observe(t.Context(), "a", "dog", []instance.Instance{rex}); err != nil {
+		t.Fatal(err)
+	}
+	g := newGate()
+	node.test.claimWrite = func(string) { g.at() }
+	c := instance.Claim{Instance: rex.Name, Slot: instance.SlotID(rex.Name, 0), Value: "a"}
+	claimed := make(chan error, 1)
+	go func() { claimed <- node.Claim(t.Context(), []instance.Claim{c}) }()
+	g.wait(t)
+	withdrawn := make(chan error, 1)
+	go func() { withdrawn <- node.Observe(t.Context(), "a", "dog", nil) }()
+	// The withdrawal either ends, or waits for the claim; let the claim
+	// go on in both cases.
+	select {
+	case <-withdrawn:
+		withdrawn <- nil
+	case <-time.After(2 * time.Second):
+	}
+	close(g.open)
+	if err := <-claimed; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-withdrawn; err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := usage(t, node, rex.Name, c.Slot); v != "a" {
+		t.Fatalf("after pool dog was withdrawn during a claim there, a's view of %s is %q, want the claim", c.Slot, v)
+	}
+}
+
+// testClaimAfterRetire: node a has withdrawn pool dog when a claim there
+// comes (a kubelet's Allocate on a device plugin not stopped yet). The
+// claim goes through, and is in a's view.
+func testClaimAfterRetire(t *testing.T, env *apitest.Env, _ kubernetes.Interface) {
+	ns := env.Namespace(t)
+	node := newScopedStore(t, env.Config, ns)
+	rex := dogOf("a", "rex")
+	if err := node.Observe(t.Context(), "a", "dog", []instance.Instance{rex}); err != nil {
+		t.Fatal(err)
+	}
+	if err := node.Observe(t.Context(), "a", "dog", nil); err != nil {
+		t.Fatal(err)
+	}
+	c := instance.Claim{Instance: rex.Name, Slot: instance.SlotID(rex.Name, 0), Value: "a"}
+	if err := node.Claim(t.Context(), []instance.Claim{c}); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := usage(t, node, rex.Name, c.Slot); v != "a" {
+		t.Fatalf("a claim in pool dog after it was withdrawn: a's view of %s is %q, want the claim", c.Slot, v)
 	}
 }
 
