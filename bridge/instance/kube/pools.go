@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/cdiexec/cdi/bridge/instance"
 )
 
 // LabelPool is the label every Instance carries with its pool (its
@@ -63,9 +65,10 @@ func (s *Store) running() []cache.SharedIndexInformer {
 const followWait = 10 * time.Second
 
 // ErrNotListed is wrapped by List's error while the first list of a
-// followed pool has not come: what List returns lacks that pool's
-// Instances, and a caller that would act on their absence (releasing
-// the slots nobody seems to claim) must not.
+// followed pool has not come, with an instance.IncompleteError naming
+// the pools: what List returns lacks those pools' Instances, and a caller
+// that would act on their absence (releasing the slots nobody seems to
+// claim) must not.
 var ErrNotListed = errors.New("a pool's Instances are not listed yet")
 
 // follow starts the informer of pool's Instances ("" every pool) unless
@@ -101,22 +104,34 @@ func (s *Store) informerOf(pool string) (*poolInformer, error) {
 	return pi, err
 }
 
-// notListed returns an error wrapping ErrNotListed that names the
-// followed pools whose first list has not come, nil when none.
+// notListed returns an error wrapping ErrNotListed and an
+// instance.IncompleteError that names the followed pools whose first list
+// has not come, nil when none. While the unlabelled Instances (or, with
+// AllPools, all) are not listed, every pool may lack some.
 func (s *Store) notListed() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var pools []string
+	all := false
 	for p, pi := range s.informers {
 		if !pi.informer.HasSynced() {
 			pools = append(pools, p)
+			all = all || p == unlabelledPool || p == ""
 		}
 	}
 	if len(pools) == 0 {
 		return nil
 	}
+	if all {
+		pools = pools[:0]
+		for p := range s.informers {
+			if p != unlabelledPool && p != "" {
+				pools = append(pools, p)
+			}
+		}
+	}
 	sort.Strings(pools)
-	return fmt.Errorf("%w: pools %q", ErrNotListed, pools)
+	return &instance.IncompleteError{Pools: pools, Err: ErrNotListed}
 }
 
 // newInformer starts an informer of pool's Instances ("" every pool),
