@@ -259,6 +259,24 @@ func (s *Store) seers() map[string][]string {
 	return out
 }
 
+// Nodes returns every node that an Instance this Store follows or a
+// Presence it knows names, sorted: for the departed-node sweep, with
+// AllPools, which knows every Presence, an empty one included.
+func (s *Store) Nodes(ctx context.Context) ([]string, error) {
+	all, err := s.List(ctx)
+	var names []string
+	for _, in := range all {
+		names = append(names, in.NodeNames()...)
+	}
+	s.mu.Lock()
+	for _, p := range s.presences {
+		names = append(names, p.node)
+	}
+	s.mu.Unlock()
+	slices.Sort(names)
+	return slices.Compact(names), err
+}
+
 // withSeers adds to each Instance's Nodes (those an older bridge wrote
 // into it) the nodes whose Presence lists it.
 func withSeers(all []instance.Instance, seers map[string][]string) {
