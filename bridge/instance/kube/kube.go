@@ -209,7 +209,7 @@ func (s *Store) newest(name string) (*unstructured.Unstructured, error) {
 		if err != nil {
 			return nil, err
 		}
-		if obj, ok := item.(*unstructured.Unstructured); ok {
+		if obj, ok := item.(*unstructured.Unstructured); ok && !isStub(obj) {
 			cached = newerObject(cached, obj)
 		}
 	}

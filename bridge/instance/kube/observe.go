@@ -64,10 +64,12 @@ func (s *Store) Observe(ctx context.Context, node, config string, seen []instanc
 func (s *Store) startServing(ctx context.Context, node, pool string, serves bool) error {
 	s.following.RLock()
 	defer s.following.RUnlock()
-	if err := s.follow(ctx, unlabelledPool); err != nil {
+	// The pool first: a pool followed anew starts the informer of the
+	// unlabelled Instances again, whose list is then waited for too.
+	if err := s.follow(ctx, pool); err != nil {
 		return err
 	}
-	if err := s.follow(ctx, pool); err != nil {
+	if err := s.follow(ctx, unlabelledPool); err != nil {
 		return err
 	}
 	s.serve(pool, node, serves)

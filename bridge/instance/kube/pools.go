@@ -10,6 +10,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
@@ -97,11 +98,21 @@ func (s *Store) informerOf(pool string) (*poolInformer, error) {
 		return pi, nil
 	}
 	pi, err := s.newInformer(pool)
-	if err == nil {
-		s.informers[pool] = pi
-		s.followGen++
+	if err != nil {
+		return nil, err
 	}
-	return pi, err
+	s.informers[pool] = pi
+	s.followGen++
+	if old, ok := s.informers[unlabelledPool]; ok && pool != unlabelledPool {
+		// Its copies of pool's Instances are stubs (notServedStub):
+		// a new informer lists them whole.
+		old.stop()
+		if s.informers[unlabelledPool], err = s.newInformer(unlabelledPool); err != nil {
+			delete(s.informers, unlabelledPool)
+			return nil, err
+		}
+	}
+	return pi, nil
 }
 
 // notListed returns an error wrapping ErrNotListed and an
@@ -140,7 +151,11 @@ func (s *Store) newInformer(pool string) (*poolInformer, error) {
 	selector := func(o *metav1.ListOptions) { o.LabelSelector = poolSelector(pool) }
 	informer := dynamicinformer.NewFilteredDynamicInformer(s.dynamic, Resource, s.namespace, 0, cache.Indexers{}, selector).Informer()
 	event := func(obj any, deleted bool) { s.heard(); s.caughtUp(obj, deleted); s.notify() }
-	if err := informer.SetTransform(dropManagedFields); err != nil {
+	transform := dropManagedFields
+	if pool == unlabelledPool {
+		transform = s.notServedStub
+	}
+	if err := informer.SetTransform(transform); err != nil {
 		return nil, err
 	}
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -228,6 +243,43 @@ func (s *Store) served(pool string) bool {
 // drops the label, does not take an Instance out of view. Once every
 // bridge is of this release, there are none.
 const unlabelledPool = "!"
+
+// annotationStub marks, in an informer's cache only, an object
+// notServedStub cut down.
+const annotationStub = Group + "/stub"
+
+// notServedStub is the transform of the informer of the unlabelled
+// Instances: the copy of one in a pool this Store does not follow is cut
+// down to its name, version and pool. During a rollout from the release
+// before the labels every Instance of the cluster is unlabelled, and a
+// node's bridge would hold them all in full; it holds its own pools'. A
+// pool followed later has the informer started again (informerOf).
+func (s *Store) notServedStub(obj any) (any, error) {
+	o, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	o.SetManagedFields(nil)
+	pool, _, _ := unstructured.NestedString(o.Object, "spec", "configurationName")
+	if s.serves(pool) {
+		return o, nil
+	}
+	stub := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"configurationName": pool}}}
+	stub.SetAPIVersion(o.GetAPIVersion())
+	stub.SetKind(o.GetKind())
+	stub.SetName(o.GetName())
+	stub.SetNamespace(o.GetNamespace())
+	stub.SetUID(o.GetUID())
+	stub.SetResourceVersion(o.GetResourceVersion())
+	stub.SetAnnotations(map[string]string{annotationStub: ""})
+	return stub, nil
+}
+
+// isStub reports whether obj is a copy notServedStub cut down.
+func isStub(obj *unstructured.Unstructured) bool {
+	_, ok := obj.GetAnnotations()[annotationStub]
+	return ok
+}
 
 // poolSelector is the label selector of pool's Instances: every Instance
 // for "", the unlabelled for unlabelledPool.

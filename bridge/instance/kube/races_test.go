@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -48,6 +49,7 @@ func TestRaces(t *testing.T) {
 		{"a pool withdrawn while the bridge was down loses its Presence", testStalePresenceDeleted},
 		{"a pool withdrawn during a claim stays followed", testRetireDuringClaim},
 		{"a claim in a pool withdrawn before is followed", testClaimAfterRetire},
+		{"other pools' Instances of the release before are not held", testLegacyOfOtherPools},
 	} {
 		t.Run(tt.name, func(t *testing.T) { tt.run(t, env, admin) })
 	}
@@ -533,6 +535,47 @@ func testClaimAfterRetire(t *testing.T, env *apitest.Env, _ kubernetes.Interface
 	}
 	if v, _ := usage(t, node, rex.Name, c.Slot); v != "a" {
 		t.Fatalf("a claim in pool dog after it was withdrawn: a's view of %s is %q, want the claim", c.Slot, v)
+	}
+}
+
+// testLegacyOfOtherPools: during a rollout from the release before the
+// pool labels, the Instances of other pools are unlabelled too. Node a,
+// serving pool cam, must not hold pool dog's in full; once it serves dog,
+// its view shows them whole, their claims included.
+func testLegacyOfOtherPools(t *testing.T, env *apitest.Env, _ kubernetes.Interface) {
+	ns := env.Namespace(t)
+	node := newScopedStore(t, env.Config, ns)
+	observe(t, node, "a", storetest.Cam("", "x", 1))
+	d1, d2 := dogOf("b", "d1"), dogOf("b", "d2")
+	for _, d := range []instance.Instance{d1, d2} {
+		d.Capacity = 2
+		d.Usage = map[string]string{instance.SlotID(d.Name, 0): "old", instance.SlotID(d.Name, 1): ""}
+		d.Properties = map[string]string{"serial": strings.Repeat("x", 200)}
+		obj, err := toObject(d, ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj.SetLabels(nil)
+		if _, err := node.client.Create(t.Context(), obj, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held(t, node, d2.Name)
+	for _, inf := range node.running() {
+		for _, item := range inf.GetStore().List() {
+			obj := item.(*unstructured.Unstructured)
+			if spec, _, _ := unstructured.NestedMap(obj.Object, "spec"); spec["configurationName"] == "dog" && len(spec) > 1 {
+				t.Fatalf("node a, serving pool cam only, holds pool dog's %s in full: %v", obj.GetName(), spec)
+			}
+		}
+	}
+	if err := node.Observe(t.Context(), "a", "dog", []instance.Instance{dogOf("a", "rex")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []instance.Instance{d1, d2} {
+		if v, _ := usage(t, node, d.Name, instance.SlotID(d.Name, 0)); v != "old" {
+			t.Fatalf("serving pool dog, node a's view of %s's slot 0 is %q, want the old bridge's claim", d.Name, v)
+		}
 	}
 }
 

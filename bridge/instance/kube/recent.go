@@ -123,7 +123,7 @@ func (s *Store) objects() []*unstructured.Unstructured {
 	names := map[string]*unstructured.Unstructured{}
 	for _, inf := range s.running() {
 		for _, item := range inf.GetStore().List() {
-			if obj, ok := item.(*unstructured.Unstructured); ok {
+			if obj, ok := item.(*unstructured.Unstructured); ok && !isStub(obj) {
 				names[obj.GetName()] = newerObject(names[obj.GetName()], obj)
 			}
 		}
