@@ -75,6 +75,19 @@ type Store struct {
 
 var _ instance.Store = (*Store)(nil)
 
+// ClientQPS and ClientBurst are the rate limits of a bridge's client of
+// the API server (rest.Config.QPS and Burst; client-go's defaults are 5
+// and 10). A node's first discovery of a pool of 5,000 new devices is
+// 5,000 creations and a Presence: 1,000 s of client-go's rate limiter,
+// 100 s of this one, which is within the two minutes an unseen Instance
+// is kept even were its Presence not written first. The burst lets a
+// burst of claims (a Deployment's pods starting together) through
+// without a wait. bridge/SCALING.md has the start-up measured.
+const (
+	ClientQPS   = 50
+	ClientBurst = 100
+)
+
 // defaultBackoff bounds the retries after a conflicting write: Steps
 // attempts in all, waiting Duration, then twice as long each time, up to
 // Cap, each wait jittered by up to half so that racing nodes spread out.
