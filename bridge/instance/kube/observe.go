@@ -48,7 +48,7 @@ func (s *Store) Observe(ctx context.Context, node, config string, seen []instanc
 	}
 	names := instanceNames(seen)
 	listed, capErr := s.capPresence(config, names)
-	before, err := s.observePresence(ctx, node, config, listed)
+	before, err := s.observePresence(ctx, node, config, listed, seen)
 	errs := []error{capErr, err}
 	if err != nil {
 		// What it listed is unknown: every device is read afresh.

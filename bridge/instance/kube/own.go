@@ -9,6 +9,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/cdiexec/cdi/bridge/instance"
 )
 
 // DefaultOrphanAfter is how long after a node's first Observe through a
@@ -27,6 +29,9 @@ type ownPresences struct {
 	want map[string]wantedPresence
 	// nodes are the nodes observed for, by name.
 	nodes map[string]*ownNode
+	// lost are the names of Instances a wanted Presence lists that the
+	// informers saw deleted, to create again.
+	lost map[string]bool
 	// kick wakes keep.
 	kick chan struct{}
 }
@@ -34,6 +39,9 @@ type ownPresences struct {
 type wantedPresence struct {
 	node, pool string
 	devices    []string
+	// seen are the devices' descriptions, by Instance name: an Instance
+	// the Presence lists that is deleted is created again from them.
+	seen map[string]instance.Instance
 }
 
 // ownNode is one node's informer of its own Presences (by LabelNode: a
@@ -54,28 +62,41 @@ func keepBackoff() wait.Backoff {
 // it; it returns what the Presence listed before. Writes of a Store's
 // own Presences are serialized, so that keep never undoes what Observe
 // has just written.
-func (s *Store) observePresence(ctx context.Context, node, pool string, devices []string) ([]string, error) {
+func (s *Store) observePresence(ctx context.Context, node, pool string, devices []string, seen []instance.Instance) ([]string, error) {
 	s.presenceMu.Lock()
 	defer s.presenceMu.Unlock()
 	if s.scope == ServedPools {
-		if err := s.wantPresence(node, pool, devices); err != nil {
+		if err := s.wantPresence(wantedPresence{node: node, pool: pool, devices: devices, seen: described(devices, seen)}); err != nil {
 			return nil, err
 		}
 	}
 	return s.writePresence(ctx, node, pool, devices)
 }
 
+// described are the descriptions in seen of the devices listed, by name.
+func described(listed []string, seen []instance.Instance) map[string]instance.Instance {
+	out := make(map[string]instance.Instance, len(listed))
+	for _, in := range seen {
+		if _, ok := slices.BinarySearch(listed, in.Name); ok {
+			out[in.Name] = in
+		}
+	}
+	return out
+}
+
 // wantPresence records what node's Presence of pool is to list and wakes
 // keep, starting it, and the informer of node's Presences, unless they
 // run.
-func (s *Store) wantPresence(node, pool string, devices []string) error {
+func (s *Store) wantPresence(w wantedPresence) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.own.want == nil {
-		s.own = ownPresences{want: map[string]wantedPresence{}, nodes: map[string]*ownNode{}, kick: make(chan struct{}, 1)}
+		s.own = ownPresences{want: map[string]wantedPresence{}, nodes: map[string]*ownNode{}, lost: map[string]bool{},
+			kick: make(chan struct{}, 1)}
 		go s.keep(s.life)
 	}
-	s.own.want[PresenceName(node, pool)] = wantedPresence{node: node, pool: pool, devices: devices}
+	node := w.node
+	s.own.want[PresenceName(node, w.pool)] = w
 	if _, ok := s.own.nodes[node]; !ok {
 		informer, err := s.followOwn(node)
 		if err != nil {
@@ -145,7 +166,8 @@ func (s *Store) keep(ctx context.Context) {
 	}
 }
 
-// keepOnce settles every Presence kept; it returns how long until an
+// keepOnce settles every Presence kept, then creates again the
+// Instances they list that were deleted; it returns how long until an
 // orphan falls due, 0 for none.
 func (s *Store) keepOnce(ctx context.Context, now time.Time) (time.Duration, error) {
 	var errs []error
@@ -157,7 +179,70 @@ func (s *Store) keepOnce(ctx context.Context, now time.Time) (time.Duration, err
 			next = wait
 		}
 	}
+	for _, name := range s.lostInstances() {
+		errs = append(errs, s.restore(ctx, name))
+	}
 	return next, errors.Join(errs...)
+}
+
+// lostInstance is told by the informers that the named Instance was
+// deleted: if a Presence this Store keeps lists it, keep creates it
+// again. The elected bridge deletes only what no Presence lists, but the
+// Presence may have been deleted meanwhile (kubectl, the departed-node
+// sweep of a node that came back), and its deletion may fall within
+// Observe (PruneUnseen says when).
+func (s *Store) lostInstance(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.own.want == nil {
+		return
+	}
+	for _, w := range s.own.want {
+		if _, ok := w.seen[name]; ok {
+			s.own.lost[name] = true
+			s.kickKeep()
+			return
+		}
+	}
+}
+
+// lostInstances are the names lostInstance was told of, sorted.
+func (s *Store) lostInstances() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	names := make([]string, 0, len(s.own.lost))
+	for name := range s.own.lost {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// restore creates the named Instance again if a Presence this Store
+// keeps still lists it and it is missing; it forgets the name once done.
+func (s *Store) restore(ctx context.Context, name string) error {
+	s.mu.Lock()
+	var want instance.Instance
+	var node string
+	for _, w := range s.own.want {
+		if in, ok := w.seen[name]; ok {
+			want, node = in, w.node
+			break
+		}
+	}
+	s.mu.Unlock()
+	var err error
+	if node != "" {
+		if obj, _ := s.newest(name); obj == nil {
+			err = s.describe(ctx, node, want, readPlan{})
+		}
+	}
+	if err == nil {
+		s.mu.Lock()
+		delete(s.own.lost, name)
+		s.mu.Unlock()
+	}
+	return err
 }
 
 // kept are the names of the Presences wanted and of those known, sorted.

@@ -150,7 +150,17 @@ func (s *Store) notListed() error {
 func (s *Store) newInformer(pool string) (*poolInformer, error) {
 	selector := func(o *metav1.ListOptions) { o.LabelSelector = poolSelector(pool) }
 	informer := dynamicinformer.NewFilteredDynamicInformer(s.dynamic, Resource, s.namespace, 0, cache.Indexers{}, selector).Informer()
-	event := func(obj any, deleted bool) { s.heard(); s.caughtUp(obj, deleted); s.notify() }
+	event := func(obj any, deleted bool) {
+		s.heard()
+		s.caughtUp(obj, deleted)
+		if deleted {
+			if name, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+				_, name, _ = cache.SplitMetaNamespaceKey(name)
+				s.lostInstance(name)
+			}
+		}
+		s.notify()
+	}
 	transform := dropManagedFields
 	if pool == unlabelledPool {
 		transform = s.notServedStub

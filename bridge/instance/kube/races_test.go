@@ -42,6 +42,7 @@ func TestRaces(t *testing.T) {
 		{"a slow first Observe keeps its first Instances", testSlowFirstObserve},
 		{"the unseen clock starts again for a recreated Instance", testUnseenClockByUID},
 		{"a Presence deleted elsewhere is written again", testPresenceDeletedElsewhere},
+		{"an Instance a Presence lists, deleted elsewhere, is created again", testListedInstanceDeleted},
 		{"a relist does not hide an Instance the informer holds", testRelistKeepsNewer},
 		{"ForgetNode stops for a node that came back and claimed", testForgetReturnedNodeClaim},
 		{"ForgetNode stops when the node rewrote its Presence", testForgetRewrittenPresence},
@@ -288,6 +289,24 @@ func testPresenceDeletedElsewhere(t *testing.T, env *apitest.Env, _ kubernetes.I
 		t.Fatal(err)
 	}
 	waitPresence(t, node, "a", "cam", true, nil)
+}
+
+// testListedInstanceDeleted: camera x, which node a's Presence lists, is
+// deleted by hand. It is created again without waiting for a's next
+// discovery.
+func testListedInstanceDeleted(t *testing.T, env *apitest.Env, _ kubernetes.Interface) {
+	ns := env.Namespace(t)
+	node := newScopedStore(t, env.Config, ns)
+	x := storetest.Cam("", "x", 1)
+	observe(t, node, "a", x)
+	if err := node.client.Delete(t.Context(), x.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); !exists(t, node, x.Name); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s, which node a's Presence lists, is still missing after 20 s", x.Name)
+		}
+	}
 }
 
 // testRelistKeepsNewer: node a's store relists while camera y is created
