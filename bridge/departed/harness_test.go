@@ -266,9 +266,16 @@ type syncBuffer struct {
 	buf bytes.Buffer
 }
 
+// logTail is the most of a janitor's log a syncBuffer keeps: the end of
+// a long run's.
+const logTail = 1 << 20
+
 func (b *syncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.buf.Len() > logTail {
+		b.buf.Next(b.buf.Len() - logTail/2)
+	}
 	return b.buf.Write(p)
 }
 
@@ -298,6 +305,8 @@ type recorder struct {
 	// leadership ends does.
 	pruneCalls, pruneRunning map[string]int
 	lingerPrune              time.Duration
+	// pruned counts the Instances PruneUnseen deleted.
+	pruned int
 }
 
 func (r *recorder) prunes(who string) int {
@@ -407,6 +416,9 @@ func (c *counted) PruneUnseen(ctx context.Context, grace time.Duration, now time
 		c.rec.mu.Unlock()
 	}()
 	n, err := c.Store.PruneUnseen(ctx, grace, now)
+	c.rec.mu.Lock()
+	c.rec.pruned += n
+	c.rec.mu.Unlock()
 	if linger > 0 {
 		<-ctx.Done()
 		time.Sleep(linger)
