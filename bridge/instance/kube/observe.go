@@ -163,7 +163,12 @@ func (s *Store) describeAll(ctx context.Context, node, pool string, seen []insta
 		case fresh[want.Name]:
 			first = readPlan{fresh: true}
 		}
-		errs = append(errs, s.describe(ctx, node, want, first))
+		err := s.describe(ctx, node, want, first)
+		if err != nil {
+			// Listed, and perhaps missing: keep creates it if so.
+			s.lostInstance(want.Name)
+		}
+		errs = append(errs, err)
 		hook(s.test.described, want.Name)
 	}
 	return errors.Join(errs...)

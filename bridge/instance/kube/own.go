@@ -186,11 +186,12 @@ func (s *Store) keepOnce(ctx context.Context, now time.Time) (time.Duration, err
 }
 
 // lostInstance is told by the informers that the named Instance was
-// deleted: if a Presence this Store keeps lists it, keep creates it
-// again. The elected bridge deletes only what no Presence lists, but the
-// Presence may have been deleted meanwhile (kubectl, the departed-node
-// sweep of a node that came back), and its deletion may fall within
-// Observe (PruneUnseen says when).
+// deleted, or by Observe that writing it failed: if a Presence this Store
+// keeps lists it, keep creates it again should it be missing. The elected
+// bridge deletes only what no Presence lists, but the Presence may have
+// been deleted meanwhile (kubectl, the departed-node sweep of a node that
+// came back), and its deletion may fall within Observe (PruneUnseen says
+// when).
 func (s *Store) lostInstance(name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -47,6 +47,7 @@ func TestRaces(t *testing.T) {
 		{"ForgetNode stops for a node that came back and claimed", testForgetReturnedNodeClaim},
 		{"ForgetNode stops when the node rewrote its Presence", testForgetRewrittenPresence},
 		{"a failed withdrawal is retried", testWithdrawalRetried},
+		{"a failed creation is retried", testCreationRetried},
 		{"a pool withdrawn while the bridge was down loses its Presence", testStalePresenceDeleted},
 		{"a pool withdrawn during a claim stays followed", testRetireDuringClaim},
 		{"a claim in a pool withdrawn before is followed", testClaimAfterRetire},
@@ -474,6 +475,29 @@ func testWithdrawalRetried(t *testing.T, env *apitest.Env, _ kubernetes.Interfac
 		t.Fatalf("the withdrawal: %v, want the injected failure", err)
 	}
 	waitPresence(t, node, "a", "cam", false, nil)
+}
+
+// testCreationRetried: node a sees a new camera, and the creation of its
+// Instance fails. It is created later all the same, without waiting for
+// a's next discovery.
+func testCreationRetried(t *testing.T, env *apitest.Env, _ kubernetes.Interface) {
+	ns := env.Namespace(t)
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return &failingOnce{rt: rt, fails: func(req *http.Request) bool {
+			return req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/"+Resource.Resource)
+		}}
+	})
+	node := newScopedStore(t, cfg, ns)
+	x := storetest.Cam("", "x", 1)
+	if err := node.Observe(t.Context(), "a", "cam", []instance.Instance{x}); !errors.Is(err, errInjected) {
+		t.Fatalf("Observe: %v, want the injected failure", err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); !exists(t, node, x.Name); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s, whose creation failed, is still missing after 20 s", x.Name)
+		}
+	}
 }
 
 // testStalePresenceDeleted: node a's bridge served pools cam and dog; it
