@@ -108,12 +108,19 @@ func LoadCheckpoint(path string) (*Checkpoint, error) {
 	return c, nil
 }
 
-// Get returns the record of claim uid.
+// Get returns a copy of the record of claim uid: what the caller changes
+// in it is not recorded until Put.
 func (c *Checkpoint) Get(uid types.UID) (Claim, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cl, ok := c.claims[uid]
-	return cl, ok
+	return cl.clone(), ok
+}
+
+// clone is c with a devices slice of its own.
+func (c Claim) clone() Claim {
+	c.Devices = slices.Clone(c.Devices)
+	return c
 }
 
 // UIDs returns the claims recorded, sorted.
@@ -123,9 +130,10 @@ func (c *Checkpoint) UIDs() []types.UID {
 	return slices.Sorted(maps.Keys(c.claims))
 }
 
-// Put records claim uid and saves the file; on failure the record is
-// what it was.
+// Put records a copy of cl as claim uid's and saves the file; on failure
+// the record is what it was.
 func (c *Checkpoint) Put(uid types.UID, cl Claim) error {
+	cl = cl.clone()
 	return c.change(func(m map[types.UID]Claim) { m[uid] = cl })
 }
 
