@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 
@@ -86,33 +87,44 @@ func (p *Preparer) pool(name string) (discovery.Pool, bool, error) {
 // claim's results of this driver), writes the claim's CDI spec with what
 // the ADDs returned, and returns the devices with their CDI names. It is
 // all or nothing: when an ADD fails, the claim's ADDs are deleted and the
-// claim forgotten. A claim prepared before returns its devices again,
-// its spec file rewritten if it is gone.
+// claim forgotten.
+//
+// The devices are worked out from the claim every time, and every ADD
+// runs every time, for a claim prepared before too (an ADD repeated
+// returns the same devices): the checkpoint is a record of what to DEL,
+// not of what the plugins hold, which a reboot empties (SPEC.md's boot
+// rule) while the kubelet asks for the claim again.
 func (p *Preparer) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) ([]dra.Device, error) {
 	p.claimMu.Lock()
 	defer p.claimMu.Unlock()
-	rec, ok := p.Checkpoint.Get(claim.UID)
-	if !ok {
-		var err error
-		if rec, err = p.plan(claim); err != nil {
-			return nil, err
-		}
-		// Recorded before any ADD, so that whatever happens next an
-		// Unprepare knows which request-ids to DEL.
-		if err := p.Checkpoint.Put(claim.UID, rec); err != nil {
+	return p.prepare(ctx, claim)
+}
+
+// prepare is Prepare, its caller holding claimMu.
+func (p *Preparer) prepare(ctx context.Context, claim *resourceapi.ResourceClaim) ([]dra.Device, error) {
+	rec, err := p.plan(claim)
+	if err != nil {
+		return nil, err
+	}
+	if old, ok := p.Checkpoint.Get(claim.UID); ok && !sameDevices(old, rec) {
+		// Not this allocation's record: its ADDs go first.
+		if err := p.release(ctx, claim.UID, old); err != nil {
 			return nil, err
 		}
 	}
-	if !rec.Prepared() {
-		if err := p.addAll(ctx, &rec); err != nil {
-			if uerr := p.release(ctx, claim.UID, rec); uerr != nil {
-				err = errors.Join(err, fmt.Errorf("undoing the claim's ADDs: %w", uerr))
-			}
-			return nil, err
+	// Recorded before any ADD, so that whatever happens next an
+	// Unprepare knows which request-ids to DEL.
+	if err := p.Checkpoint.Put(claim.UID, rec); err != nil {
+		return nil, err
+	}
+	if err := p.addAll(ctx, &rec); err != nil {
+		if uerr := p.release(ctx, claim.UID, rec); uerr != nil {
+			err = errors.Join(err, fmt.Errorf("undoing the claim's ADDs: %w", uerr))
 		}
-		if err := p.Checkpoint.Put(claim.UID, rec); err != nil {
-			return nil, err
-		}
+		return nil, err
+	}
+	if err := p.Checkpoint.Put(claim.UID, rec); err != nil {
+		return nil, err
 	}
 	s := p.claimSpec(rec)
 	if len(s.Devices) > 0 {
@@ -121,6 +133,14 @@ func (p *Preparer) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim
 		}
 	}
 	return p.devices(rec, s), nil
+}
+
+// sameDevices says whether a and b are the ADDs of the same devices under
+// the same request-ids.
+func sameDevices(a, b Claim) bool {
+	return slices.EqualFunc(a.Devices, b.Devices, func(x, y PreparedDevice) bool {
+		return x.RequestID == y.RequestID && x.Pool == y.Pool && x.ID == y.ID
+	})
 }
 
 // plan resolves claim's allocation results of this driver to the
@@ -184,13 +204,10 @@ func findDevice(p discovery.Pool, name string) (spec.DeviceInfo, bool) {
 	return spec.DeviceInfo{}, false
 }
 
-// addAll runs the ADDs of rec's devices that have no result yet.
+// addAll runs the ADDs of rec's devices and records their results in rec.
 func (p *Preparer) addAll(ctx context.Context, rec *Claim) error {
 	for i := range rec.Devices {
 		d := &rec.Devices[i]
-		if d.Result != nil {
-			continue
-		}
 		pl, ok, err := p.pool(d.Pool)
 		if err != nil {
 			return err
