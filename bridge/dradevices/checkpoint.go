@@ -50,6 +50,10 @@ type PreparedDevice struct {
 	// RequestID is CDI_REQUEST_ID of its ADD and DEL.
 	RequestID string     `json:"requestId"`
 	ShareID   *types.UID `json:"shareId,omitempty"`
+	// AdminAccess is a result for administrative access: the container
+	// gets the device as INFO describes it (Result, made without an ADD),
+	// and no slot is taken; there is nothing to DEL.
+	AdminAccess bool `json:"adminAccess,omitempty"`
 	// Result is what ADD returned; nil while the ADD has not succeeded
 	// (recorded before it runs, so that an Unprepare that comes after a
 	// crash in between still runs its DEL).

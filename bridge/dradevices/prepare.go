@@ -175,12 +175,28 @@ func (p *Preparer) plan(claim *resourceapi.ResourceClaim) (Claim, error) {
 		if !ok || !found || dev.Shared != shared {
 			return rec, fmt.Errorf("%w: device %s of pool %s is not served", ErrNotAllocatable, r.Device, r.Pool)
 		}
-		rec.Devices = append(rec.Devices, PreparedDevice{
+		d := PreparedDevice{
 			Request: r.Request, Pool: name, Shared: shared, Device: r.Device, ID: dev.ID, Resource: dev.Resource,
 			RequestID: fmt.Sprintf("%s-%d", claim.UID, len(rec.Devices)), ShareID: r.ShareID,
-		})
+		}
+		if r.AdminAccess != nil && *r.AdminAccess {
+			d.AdminAccess, d.Result = true, adminResult(dev)
+		}
+		rec.Devices = append(rec.Devices, d)
 	}
 	return rec, nil
+}
+
+// adminResult is what a container with administrative access to dev is
+// given: its device nodes, as INFO lists them, without an ADD. The env,
+// mounts and annotations only an ADD returns are not given (an endpoint
+// camera, which has nothing else, gives nothing).
+func adminResult(dev spec.DeviceInfo) *spec.AddResult {
+	r := &spec.AddResult{Devices: []string{}, DeviceNodes: dev.DeviceNodes}
+	for _, n := range dev.DeviceNodes {
+		r.Devices = append(r.Devices, n.HostPath)
+	}
+	return r
 }
 
 // poolOf is the bridge's pool of DRA pool draPool: this node's
@@ -204,10 +220,14 @@ func findDevice(p discovery.Pool, name string) (spec.DeviceInfo, bool) {
 	return spec.DeviceInfo{}, false
 }
 
-// addAll runs the ADDs of rec's devices and records their results in rec.
+// addAll runs the ADDs of rec's devices and records their results in rec;
+// a device for admin access has none.
 func (p *Preparer) addAll(ctx context.Context, rec *Claim) error {
 	for i := range rec.Devices {
 		d := &rec.Devices[i]
+		if d.AdminAccess {
+			continue
+		}
 		pl, ok, err := p.pool(d.Pool)
 		if err != nil {
 			return err

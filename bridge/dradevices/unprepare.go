@@ -34,6 +34,9 @@ func (p *Preparer) Unprepare(ctx context.Context, uid types.UID) error {
 func (p *Preparer) release(ctx context.Context, uid types.UID, rec Claim) error {
 	var errs []error
 	for _, d := range rec.Devices {
+		if d.AdminAccess {
+			continue
+		}
 		pl, ok, err := p.pool(d.Pool)
 		if err != nil {
 			return err
