@@ -80,3 +80,20 @@ func (p *Preparer) log() *slog.Logger {
 	}
 	return p.Logger
 }
+
+// Holds says whether a prepared claim holds pool's device dev: discovery
+// keeps such a device when it vanishes (discovery.Discoverer.Keep), so
+// that the claim's Unprepare still finds its pool and DELs it, and the
+// device, when it comes back, is not published free while the plugin
+// still holds it.
+func (p *Preparer) Holds(pool string, dev spec.DeviceInfo) bool {
+	for _, uid := range p.Checkpoint.UIDs() {
+		rec, _ := p.Checkpoint.Get(uid)
+		for _, d := range rec.Devices {
+			if d.Pool == pool && d.ID == dev.ID && !d.AdminAccess {
+				return true
+			}
+		}
+	}
+	return false
+}

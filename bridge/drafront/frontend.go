@@ -18,6 +18,7 @@ import (
 	"github.com/cdiexec/cdi/bridge/dra"
 	"github.com/cdiexec/cdi/bridge/dradevices"
 	"github.com/cdiexec/cdi/bridge/instance"
+	"github.com/cdiexec/cdi/spec"
 )
 
 // Config is what Start needs.
@@ -121,6 +122,11 @@ func Start(ctx context.Context, cfg Config) (*FrontEnd, error) {
 	go f.publish(ctx)
 	return f, nil
 }
+
+// Holds says whether a prepared claim holds pool's device dev
+// (dradevices.Preparer.Holds): discovery keeps such a device when it
+// vanishes.
+func (f *FrontEnd) Holds(pool string, dev spec.DeviceInfo) bool { return f.preparer.Holds(pool, dev) }
 
 // Registered is nil once the kubelet has registered the driver.
 func (f *FrontEnd) Registered() error { return f.registered() }

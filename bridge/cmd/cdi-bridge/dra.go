@@ -61,7 +61,7 @@ func (f frontEnds) publish(ctx context.Context) func(discovery.Update) {
 }
 
 // holds is discovery's Keep: a vanished device stays while a front end
-// says it is held.
+// says it is held, a container's slot or a prepared claim.
 func (f frontEnds) holds(pool string, dev spec.DeviceInfo) bool {
-	return f.node.Holds(pool, dev)
+	return f.node.Holds(pool, dev) || (f.dra != nil && f.dra.Holds(pool, dev))
 }
