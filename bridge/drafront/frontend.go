@@ -156,6 +156,10 @@ func tell(ch chan struct{}) {
 	}
 }
 
+// observeRetry is how long after a failed Observe the shared devices'
+// sightings are recorded again, if no discovery comes first.
+const observeRetry = 5 * time.Second
+
 // publish hands the newest slices to the publisher until ctx ends. It is
 // a goroutine of its own because the library's first publish waits for
 // its informer of the node's slices, which waits for the API server (for
@@ -165,13 +169,20 @@ func tell(ch chan struct{}) {
 // With the first discovery's pools set, it also starts the release of
 // the checkpoint's claims that are gone (dradevices.Preparer.ReleaseGone).
 // Before each publish it tells the store which shared devices the node
-// sees (observeShared).
+// sees (observeShared), and again observeRetry after that failed.
 func (f *FrontEnd) publish(ctx context.Context) {
 	first := true
+	var retry <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-retry:
+			f.mu.Lock()
+			pools := f.pools
+			f.mu.Unlock()
+			retry = f.observeAgain(ctx, pools)
+			continue
 		case <-f.wake:
 		}
 		f.mu.Lock()
@@ -189,9 +200,18 @@ func (f *FrontEnd) publish(ctx context.Context) {
 				}
 			}()
 		}
-		f.observeShared(ctx, res.pools)
+		retry = f.observeAgain(ctx, res.pools)
 		if err := f.publisher.PublishResources(ctx, res.res); err != nil {
 			f.log.Error("publishing ResourceSlices", "error", err)
 		}
 	}
+}
+
+// observeAgain is observeShared, and a timer for the next try when it
+// failed, else nil.
+func (f *FrontEnd) observeAgain(ctx context.Context, pools []discovery.Pool) <-chan time.Time {
+	if f.observeShared(ctx, pools) {
+		return time.After(observeRetry)
+	}
+	return nil
 }
