@@ -20,11 +20,9 @@ import (
 	"github.com/cdiexec/cdi/spec/invoke"
 )
 
-// ClaimClass is the CDI class of the per-claim spec files: a claim's
-// devices are <vendor>/claim=<request-id>. No pool of the bridge has this
-// name (pool names hold a '-'), so it never meets the device plugins'
-// per-pool kinds.
-const ClaimClass = "claim"
+// ClaimClass is the CDI class of the per-claim spec files
+// (cdispec.ClaimClass).
+const ClaimClass = cdispec.ClaimClass
 
 // ErrNotReady is wrapped by the errors of a call that needs the pools
 // before the first discovery handed them over: the kubelet retries.

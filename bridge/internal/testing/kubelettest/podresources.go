@@ -13,9 +13,17 @@ import (
 // answering with the device ids a test says running containers hold.
 type PodResources struct {
 	podresourcesapi.UnimplementedPodResourcesListerServer
-	mu   sync.Mutex
-	held map[string][]string // resource -> device ids
-	g    *grpc.Server
+	mu     sync.Mutex
+	held   map[string][]string // resource -> device ids
+	claims []HeldClaim
+	g      *grpc.Server
+}
+
+// HeldClaim is a DRA claim a container holds, as the kubelet reports it:
+// its driver and the CDI names its devices gave the container.
+type HeldClaim struct {
+	Namespace, Name, Driver string
+	CDIDevices              []string
 }
 
 // ServePodResources serves the API on socket until Stop.
@@ -37,13 +45,29 @@ func (p *PodResources) Set(held map[string][]string) {
 	p.held = held
 }
 
-// List answers with one pod whose one container holds everything Set.
+// SetClaims replaces the DRA claims the containers hold.
+func (p *PodResources) SetClaims(claims ...HeldClaim) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.claims = claims
+}
+
+// List answers with one pod whose one container holds everything Set
+// and SetClaims.
 func (p *PodResources) List(context.Context, *podresourcesapi.ListPodResourcesRequest) (*podresourcesapi.ListPodResourcesResponse, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	c := &podresourcesapi.ContainerResources{Name: "app"}
 	for res, ids := range p.held {
 		c.Devices = append(c.Devices, &podresourcesapi.ContainerDevices{ResourceName: res, DeviceIds: ids})
+	}
+	for _, claim := range p.claims {
+		r := &podresourcesapi.ClaimResource{DriverName: claim.Driver}
+		for _, name := range claim.CDIDevices {
+			r.CdiDevices = append(r.CdiDevices, &podresourcesapi.CDIDevice{Name: name})
+		}
+		c.DynamicResources = append(c.DynamicResources, &podresourcesapi.DynamicResource{
+			ClaimName: claim.Name, ClaimNamespace: claim.Namespace, ClaimResources: []*podresourcesapi.ClaimResource{r}})
 	}
 	pod := &podresourcesapi.PodResources{Name: "app", Namespace: "default", Containers: []*podresourcesapi.ContainerResources{c}}
 	return &podresourcesapi.ListPodResourcesResponse{PodResources: []*podresourcesapi.PodResources{pod}}, nil
