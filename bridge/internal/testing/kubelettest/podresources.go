@@ -3,9 +3,12 @@ package kubelettest
 import (
 	"context"
 	"net"
+	"path/filepath"
 	"sync"
+	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 )
 
@@ -75,3 +78,21 @@ func (p *PodResources) List(context.Context, *podresourcesapi.ListPodResourcesRe
 
 // Stop ends the server.
 func (p *PodResources) Stop() { p.g.Stop() }
+
+// StartPodResources serves the API on a socket of the test's, until the
+// test ends, and returns it with a client of it.
+func StartPodResources(tb testing.TB) (*PodResources, podresourcesapi.PodResourcesListerClient) {
+	tb.Helper()
+	sock := filepath.Join(SocketDir(tb, "pr"), "kubelet.sock")
+	p, err := ServePodResources(sock)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(p.Stop)
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { conn.Close() })
+	return p, podresourcesapi.NewPodResourcesListerClient(conn)
+}
