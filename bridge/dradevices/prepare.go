@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -16,6 +17,7 @@ import (
 	"github.com/cdiexec/cdi/bridge/cdispec"
 	"github.com/cdiexec/cdi/bridge/discovery"
 	"github.com/cdiexec/cdi/bridge/dra"
+	"github.com/cdiexec/cdi/bridge/reclaim"
 	"github.com/cdiexec/cdi/spec"
 	"github.com/cdiexec/cdi/spec/invoke"
 )
@@ -48,9 +50,19 @@ type Preparer struct {
 	// Logger gets what cannot be returned. Each ADD and DEL is bounded
 	// by the pool's Plugin.Timeout, as discovery set it.
 	Logger *slog.Logger
+	// Grace is how long an allocation of the device plugins in a DRA
+	// drop-in (its pool moved to DRA under running pods) is kept once no
+	// container holds it (Sweep).
+	Grace time.Duration
 
 	mu    sync.Mutex
 	pools map[string]discovery.Pool // by the bridge's pool name; nil before SetPools
+	// heldElsewhere is, by pool, the devices the device plugins'
+	// allocations hold (Rebuild, Sweep): not offered in the slices.
+	heldElsewhere map[string]map[string]bool
+	// foreign tracks each drop-in's allocations of the device plugins,
+	// by its file; claimMu's.
+	foreign map[string]*reclaim.Foreign
 	// claimMu makes Prepare and Unprepare one at a time, so that the
 	// checkpoint's record of a claim is read and written by one call: the
 	// library serializes the kubelet's calls, but that is its choice.
@@ -68,6 +80,16 @@ func (p *Preparer) SetPools(pools []discovery.Pool) {
 	p.mu.Lock()
 	p.pools = m
 	p.mu.Unlock()
+}
+
+// ready is ErrNotReady before SetPools.
+func (p *Preparer) ready() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pools == nil {
+		return ErrNotReady
+	}
+	return nil
 }
 
 func (p *Preparer) pool(name string) (discovery.Pool, bool, error) {
