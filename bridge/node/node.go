@@ -211,11 +211,8 @@ func (n *Node) refresh(ctx context.Context) {
 		n.storeFailure.Succeeded(n.log(), "reading the instance store works again")
 	}
 	n.mu.Lock()
-	if err == nil {
-		n.instances = make(map[string]instance.Instance, len(all))
-		for _, in := range all {
-			n.instances[in.Name] = in
-		}
+	if lacking := instance.Lacking(err); err == nil || lacking != nil {
+		n.instances = withListed(n.instances, all, lacking)
 	}
 	changed := n.rebuildViews()
 	if !n.poolsEvent.IsZero() && n.cfg.OnDeviceEvent != nil {
@@ -228,6 +225,24 @@ func (n *Node) refresh(ctx context.Context) {
 	n.poolsEvent = time.Time{}
 	n.mu.Unlock()
 	n.streams.Notify(changed...)
+}
+
+// withListed is the Instances of listed by name, and of old those of the
+// pools lacking from listed (a partial list: instance.Lacking), which
+// keep what was read of them last.
+func withListed(old map[string]instance.Instance, listed []instance.Instance, lacking map[string]bool) map[string]instance.Instance {
+	out := make(map[string]instance.Instance, len(listed))
+	for name, in := range old {
+		if lacking[in.Config] {
+			out[name] = in
+		}
+	}
+	for _, in := range listed {
+		if !lacking[in.Config] {
+			out[in.Name] = in
+		}
+	}
+	return out
 }
 
 // sent is told that resource's stream sent the kubelet a list; the first

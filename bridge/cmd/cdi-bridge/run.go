@@ -168,6 +168,7 @@ func run(ctx context.Context, args []string) error {
 	disc := &discovery.Discoverer{ConfDir: o.confDir, PluginDirs: invoke.SplitPath(o.pluginPath), Timeout: o.execTimeout,
 		MaxDevices: o.maxDevices, OnExec: m.Exec, Logger: log, Watch: deviceWatch(o, log), Debounce: o.watchDebounce}
 	m.SkippedDropIns(func() int { return len(disc.Skipped()) })
+	m.SkippedDevices(disc.SkippedDevices)
 	stale := staleness(store)
 	m.StoreStale(func() time.Time { since, _ := stale(); return since })
 	n := newNode(o, store, cdiDir, m, log)
