@@ -62,19 +62,21 @@ func (n *Node) Publish(ctx context.Context, u discovery.Update) {
 // their device plugins start: a pool that moved from DRA under running
 // pods must not offer its claims' devices until slot reclaim, which asks
 // the kubelet what its containers hold, has decided (reclaim.Foreign).
-// A drop-in whose plugin cannot LIST or a store that cannot be read marks
-// nothing: reclaim decides at its first pass.
+// Where the store cannot say which slots are the node's (its list lacks
+// the pool, or fails), every allocation is taken for another's until
+// reclaim can tell. A drop-in whose plugin cannot LIST marks nothing.
 func (n *Node) holdForeign(ctx context.Context, pools []discovery.Pool) {
 	if len(pools) == 0 {
 		return
 	}
 	all, err := n.cfg.Store.List(ctx)
-	if err != nil {
-		return
-	}
 	own := map[string]bool{}
-	for _, s := range reclaim.Claimed(all, n.cfg.NodeName, n.cfg.Domain) {
-		own[s.Claim.Slot] = true
+	if lacking := instance.Lacking(err); err == nil || lacking != nil {
+		for _, s := range reclaim.Claimed(all, n.cfg.NodeName, n.cfg.Domain) {
+			if !lacking[s.Pool] {
+				own[s.Claim.Slot] = true
+			}
+		}
 	}
 	byDropIn := map[string][]discovery.Pool{}
 	for _, p := range pools {
