@@ -180,6 +180,9 @@ func (f *FrontEnd) run(ctx context.Context) {
 	case <-f.wake:
 	}
 	tell(f.wake) // the first pools, to publish
+	// The store hears of every pool at the first discovery, not once the
+	// claims are rebuilt (which waits for the API server).
+	retry := f.observeAgain(ctx, f.currentPools())
 	if !f.rebuild(ctx) {
 		return
 	}
@@ -195,7 +198,7 @@ func (f *FrontEnd) run(ctx context.Context) {
 	f.mu.Lock()
 	f.publisher, f.registered = d, d.Registered
 	f.mu.Unlock()
-	f.publish(ctx)
+	f.publish(ctx, retry)
 }
 
 // observeRetry is how long after a failed Observe the shared devices'
@@ -206,14 +209,13 @@ const observeRetry = 5 * time.Second
 // each discovery, and after each sweep that changed what the device
 // plugins' allocations hold (Sweep). Before each publish it tells the
 // store which shared devices the node sees (observeShared), and again
-// observeRetry after that failed.
+// observeRetry after that failed (retry, the first time).
 //
 // It runs in a goroutine of its own because the library's first publish
 // waits for its informer of the node's slices, which waits for the API
 // server (for ever, while RBAC forbids the list): the device plugins'
 // pools, which discovery hands on in the same call, must not wait with it.
-func (f *FrontEnd) publish(ctx context.Context) {
-	var retry <-chan time.Time
+func (f *FrontEnd) publish(ctx context.Context, retry <-chan time.Time) {
 	sweep := time.NewTicker(orDefault(f.cfg.SweepPeriod, 30*time.Second))
 	defer sweep.Stop()
 	for {
