@@ -8,16 +8,15 @@ import (
 	"sync"
 	"time"
 
-	resourceapi "k8s.io/api/resource/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	"github.com/cdiexec/cdi/bridge/cdispec"
 	"github.com/cdiexec/cdi/bridge/discovery"
 	"github.com/cdiexec/cdi/bridge/dra"
 	"github.com/cdiexec/cdi/bridge/dradevices"
 	"github.com/cdiexec/cdi/bridge/instance"
+	"github.com/cdiexec/cdi/bridge/reclaim"
+	"github.com/cdiexec/cdi/spec"
 )
 
 // Config is what Start needs.
@@ -36,8 +35,22 @@ type Config struct {
 	PluginDir, RegistrarDir string
 	// Store is the node's Instance store, told which shared devices the
 	// node sees.
-	Store  instance.Store
-	Logger *slog.Logger
+	Store instance.Store
+	// Kubelet is the kubelet's PodResources API, which says what its
+	// containers hold; nil where it cannot be asked, and then nothing is
+	// released but by the kubelet's Unprepare.
+	Kubelet reclaim.Lister
+	// Grace is how long an allocation of the device plugins in a DRA
+	// drop-in is kept once no container holds it; SweepPeriod how often
+	// that is looked at (30 s when 0).
+	Grace, SweepPeriod time.Duration
+	// BootID is the kernel's boot id; nil reads it
+	// (dradevices.BootID).
+	BootID func() string
+	// OnSetAside, if set, is told of a checkpoint set aside at start, by
+	// reason (dradevices.ReasonUnreadable, ReasonPreviousBoot).
+	OnSetAside func(reason string)
+	Logger     *slog.Logger
 	// OnFatal is dra.Config's: told of an error the kubelet plugin
 	// cannot recover from.
 	OnFatal func(error)
@@ -50,26 +63,25 @@ var ErrConfig = errors.New("DRA front end configuration")
 // devices in its slices, the shared devices through the Instance store,
 // from which the elected bridge publishes them (LeadShared).
 type FrontEnd struct {
-	node      string
-	driver    string
-	client    kubernetes.Interface
-	preparer  *dradevices.Preparer
-	publisher dra.Publisher
-	getClaim  dradevices.GetClaim
-	// registered is nil once the kubelet has registered the driver.
-	registered func() error
-	store      instance.Store
-	log        *slog.Logger
+	cfg      Config
+	node     string
+	driver   string
+	client   kubernetes.Interface
+	preparer *dradevices.Preparer
+	store    instance.Store
+	log      *slog.Logger
+	// aside is the checkpoint Start set aside, nil if none.
+	aside *dradevices.SetAside
 
-	// pending is the newest discovery not yet handed to the publisher;
-	// wake is told when pending is set. pools is the newest DRA pools,
-	// nil before the first discovery; poolsChanged is told when they
-	// are set.
+	// pools is the newest DRA pools, nil before the first discovery;
+	// wake and poolsChanged are told when they are set. publisher is
+	// the kubelet plugin, nil until it started (after Rebuild).
 	mu           sync.Mutex
-	pending      *update
-	wake         chan struct{}
 	pools        []discovery.Pool
+	wake         chan struct{}
 	poolsChanged chan struct{}
+	publisher    dra.Publisher
+	registered   func() error
 
 	// observed is the pools of which the store was last told shared
 	// devices are seen; the publishing goroutine's alone.
@@ -80,50 +92,56 @@ type FrontEnd struct {
 	sliceSyncDelay *time.Duration
 }
 
-// update is a discovery's DRA pools and the node's slices of them.
-type update struct {
-	pools []discovery.Pool
-	res   resourceslice.DriverResources
-}
-
-// Start loads the checkpoint, rewrites the CDI specs of the claims it
-// holds as prepared, starts the kubelet plugin and the goroutine that
-// publishes the node's slices, and returns; they stop when ctx ends.
+// Start opens the checkpoint (setting aside one that cannot be read or
+// that a previous boot wrote: dradevices.OpenCheckpoint), rewrites the CDI
+// specs of the claims it holds as prepared, and starts the goroutine that,
+// once the first discovery has set the pools, rebuilds the prepared
+// claims from the API server and the plugins (dradevices.Preparer.Rebuild),
+// then registers the driver with the kubelet and publishes the node's
+// slices. They stop when ctx ends. Its error is for a Config that lacks a
+// field and a checkpoint that cannot even be moved aside.
 func Start(ctx context.Context, cfg Config) (*FrontEnd, error) {
 	if cfg.NodeName == "" || cfg.Driver == "" || cfg.Client == nil || cfg.CDI == nil || cfg.Store == nil {
 		return nil, fmt.Errorf("%w: node name, driver, client, CDI directory and store are all needed", ErrConfig)
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	ckpt, err := dradevices.LoadCheckpoint(cfg.Checkpoint)
+	if cfg.BootID == nil {
+		cfg.BootID = dradevices.BootID
+	}
+	ckpt, aside, err := dradevices.OpenCheckpoint(cfg.Checkpoint, cfg.BootID(), time.Now())
 	if err != nil {
 		return nil, err
 	}
-	p := &dradevices.Preparer{Driver: cfg.Driver, Node: cfg.NodeName, CDI: cfg.CDI, Vendor: cfg.Driver, Checkpoint: ckpt, Logger: log}
+	p := &dradevices.Preparer{Driver: cfg.Driver, Node: cfg.NodeName, CDI: cfg.CDI, Vendor: cfg.Driver, Checkpoint: ckpt,
+		Logger: cfg.Logger, Grace: cfg.Grace}
 	if err := p.RestoreSpecs(); err != nil {
-		log.Error("rewriting the CDI specs of prepared claims", "error", err)
+		cfg.Logger.Error("rewriting the CDI specs of prepared claims", "error", err)
 	}
-	d, err := dra.Start(ctx, dra.Config{DriverName: cfg.Driver, NodeName: cfg.NodeName, Client: cfg.Client, Devices: p,
-		PluginDir: cfg.PluginDir, RegistrarDir: cfg.RegistrarDir, Logger: log, OnFatal: cfg.OnFatal})
-	if err != nil {
-		return nil, err
-	}
-	log.Info("DRA front end", "driver", cfg.Driver, "checkpoint", cfg.Checkpoint, "prepared", len(ckpt.UIDs()))
-	client := cfg.Client
-	getClaim := func(ctx context.Context, namespace, name string) (*resourceapi.ResourceClaim, error) {
-		return client.ResourceV1().ResourceClaims(namespace).Get(ctx, name, metav1.GetOptions{})
-	}
-	f := &FrontEnd{node: cfg.NodeName, driver: cfg.Driver, client: client, preparer: p, publisher: d,
-		getClaim: getClaim, store: cfg.Store, registered: d.Registered, log: log, wake: make(chan struct{}, 1),
-		poolsChanged: make(chan struct{}, 1)}
-	go f.publish(ctx)
+	cfg.Logger.Info("DRA front end", "driver", cfg.Driver, "checkpoint", cfg.Checkpoint, "prepared", len(ckpt.UIDs()))
+	f := &FrontEnd{cfg: cfg, node: cfg.NodeName, driver: cfg.Driver, client: cfg.Client, preparer: p, store: cfg.Store,
+		log: cfg.Logger, aside: aside, wake: make(chan struct{}, 1), poolsChanged: make(chan struct{}, 1)}
+	go f.run(ctx)
 	return f, nil
 }
 
-// Registered is nil once the kubelet has registered the driver.
-func (f *FrontEnd) Registered() error { return f.registered() }
+// Holds says whether a prepared claim holds pool's device dev
+// (dradevices.Preparer.Holds): discovery keeps such a device when it
+// vanishes.
+func (f *FrontEnd) Holds(pool string, dev spec.DeviceInfo) bool { return f.preparer.Holds(pool, dev) }
+
+// Registered is nil once the kubelet has registered the driver, which it
+// is asked to only once the prepared claims are rebuilt.
+func (f *FrontEnd) Registered() error {
+	f.mu.Lock()
+	registered := f.registered
+	f.mu.Unlock()
+	if registered == nil {
+		return fmt.Errorf("%w: the prepared claims are not yet rebuilt from the API server and the plugins", dra.ErrNotRegistered)
+	}
+	return registered()
+}
 
 // SetPools hands over a discovery's pools served through DRA (Split):
 // the preparer serves them at once, the publishing goroutine publishes
@@ -134,7 +152,6 @@ func (f *FrontEnd) SetPools(pools []discovery.Pool) {
 		pools = []discovery.Pool{} // discovered: none
 	}
 	f.mu.Lock()
-	f.pending = &update{pools: pools, res: dradevices.Resources(f.node, pools)}
 	f.pools = pools
 	f.mu.Unlock()
 	tell(f.wake)
@@ -150,42 +167,97 @@ func tell(ch chan struct{}) {
 	}
 }
 
-// publish hands the newest slices to the publisher until ctx ends. It is
-// a goroutine of its own because the library's first publish waits for
-// its informer of the node's slices, which waits for the API server (for
-// ever, while RBAC forbids the list): the device plugins' pools, which
-// discovery hands on in the same call, must not wait with it.
+// run is the front end's goroutine: it waits for the first discovery,
+// rebuilds the prepared claims, starts the kubelet plugin, then
+// publishes (publish) until ctx ends.
+func (f *FrontEnd) run(ctx context.Context) {
+	if f.aside != nil {
+		f.warnSetAside(ctx)
+	}
+	select {
+	case <-ctx.Done():
+		return
+	case <-f.wake:
+	}
+	tell(f.wake) // the first pools, to publish
+	// The store hears of every pool at the first discovery, not once the
+	// claims are rebuilt (which waits for the API server).
+	retry := f.observeAgain(ctx, f.currentPools())
+	if !f.rebuild(ctx) {
+		return
+	}
+	d, err := dra.Start(ctx, dra.Config{DriverName: f.driver, NodeName: f.node, Client: f.client, Devices: f.preparer,
+		PluginDir: f.cfg.PluginDir, RegistrarDir: f.cfg.RegistrarDir, Logger: f.log, OnFatal: f.cfg.OnFatal})
+	if err != nil {
+		f.log.Error("starting the DRA kubelet plugin", "error", err)
+		if f.cfg.OnFatal != nil {
+			f.cfg.OnFatal(err)
+		}
+		return
+	}
+	f.mu.Lock()
+	f.publisher, f.registered = d, d.Registered
+	f.mu.Unlock()
+	f.publish(ctx, retry)
+}
+
+// observeRetry is how long after a failed Observe the shared devices'
+// sightings are recorded again, if no discovery comes first.
+const observeRetry = 5 * time.Second
+
+// publish hands the newest slices to the publisher until ctx ends: at
+// each discovery, and after each sweep that changed what the device
+// plugins' allocations hold (Sweep). Before each publish it tells the
+// store which shared devices the node sees (observeShared), and again
+// observeRetry after that failed (retry, the first time).
 //
-// With the first discovery's pools set, it also starts the release of
-// the checkpoint's claims that are gone (dradevices.Preparer.ReleaseGone).
-// Before each publish it tells the store which shared devices the node
-// sees (observeShared).
-func (f *FrontEnd) publish(ctx context.Context) {
-	first := true
+// It runs in a goroutine of its own because the library's first publish
+// waits for its informer of the node's slices, which waits for the API
+// server (for ever, while RBAC forbids the list): the device plugins'
+// pools, which discovery hands on in the same call, must not wait with it.
+func (f *FrontEnd) publish(ctx context.Context, retry <-chan time.Time) {
+	sweep := time.NewTicker(orDefault(f.cfg.SweepPeriod, 30*time.Second))
+	defer sweep.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-retry:
+			retry = f.observeAgain(ctx, f.currentPools())
+			continue
+		case <-sweep.C:
+			if !f.sweep(ctx) {
+				continue
+			}
 		case <-f.wake:
 		}
-		f.mu.Lock()
-		res := f.pending
-		f.pending = nil
-		f.mu.Unlock()
-		if res == nil {
-			continue
-		}
-		if first {
-			first = false
-			go func() {
-				if err := f.preparer.ReleaseGone(ctx, f.getClaim); err != nil {
-					f.log.Error("releasing the claims gone while the bridge was down; the kubelet's unprepare or the next start will", "error", err)
-				}
-			}()
-		}
-		f.observeShared(ctx, res.pools)
-		if err := f.publisher.PublishResources(ctx, res.res); err != nil {
+		pools := f.currentPools()
+		retry = f.observeAgain(ctx, pools)
+		res := dradevices.Resources(f.node, f.preparer.Offered(pools))
+		if err := f.publisher.PublishResources(ctx, res); err != nil {
 			f.log.Error("publishing ResourceSlices", "error", err)
 		}
 	}
+}
+
+func (f *FrontEnd) currentPools() []discovery.Pool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.pools
+}
+
+// observeAgain is observeShared, and a timer for the next try when it
+// failed, else nil.
+func (f *FrontEnd) observeAgain(ctx context.Context, pools []discovery.Pool) <-chan time.Time {
+	if f.observeShared(ctx, pools) {
+		return time.After(observeRetry)
+	}
+	return nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
 }

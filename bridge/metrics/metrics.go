@@ -33,6 +33,7 @@ type Metrics struct {
 	exec          *prometheus.HistogramVec
 	registrations *prometheus.CounterVec
 	deviceEvents  prometheus.Histogram
+	setAside      *prometheus.CounterVec
 }
 
 // New returns the collectors registered on a fresh registry, with
@@ -58,13 +59,17 @@ func New(version string) *Metrics {
 			Help:    "Time from a device directory event (a device node appeared or vanished) until the kubelet was sent each device list it changed.",
 			Buckets: eventBuckets(),
 		}),
+		setAside: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "dra_checkpoint_set_aside_total",
+			Help: "DRA checkpoints moved aside at start, by reason (unreadable, previous-boot): the prepared claims were rebuilt from the API server and the plugins.",
+		}, []string{"reason"}),
 	}
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "build_info", Help: "Always 1; the version label is the running build.",
 		ConstLabels: prometheus.Labels{"version": version},
 	})
 	buildInfo.Set(1)
-	m.Registry.MustRegister(m.allocations, m.exec, m.registrations, m.deviceEvents, buildInfo,
+	m.Registry.MustRegister(m.allocations, m.exec, m.registrations, m.deviceEvents, m.setAside, buildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -92,6 +97,11 @@ func (m *Metrics) Registration(resource string, err error) {
 // changed reached the kubelet.
 func (m *Metrics) DeviceEvent(took time.Duration) {
 	m.deviceEvents.Observe(took.Seconds())
+}
+
+// DRACheckpointSetAside counts a DRA checkpoint moved aside, by reason.
+func (m *Metrics) DRACheckpointSetAside(reason string) {
+	m.setAside.WithLabelValues(reason).Inc()
 }
 
 // SkippedDropIns exports count, how many drop-ins (or pools of one) the

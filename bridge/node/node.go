@@ -101,6 +101,10 @@ type Node struct {
 	// registered is, per running device plugin, whether its last
 	// registration attempt with the kubelet succeeded.
 	registered map[string]bool
+	// heldElsewhere is, by pool, the devices that allocations of no slot
+	// of this node hold (reclaim.Plugins.HeldElsewhere): offered as
+	// unhealthy.
+	heldElsewhere map[string]map[string]bool
 	// poolLevelOnly names the pools offered at the Configuration level
 	// only (MaxInstanceLevel), so that each is logged once.
 	poolLevelOnly map[string]bool
@@ -124,7 +128,8 @@ func New(cfg Config) *Node {
 		alloc: &allocator{Store: cfg.Store, Timeout: cfg.ExecTimeout, Prefix: cfg.Domain, Logger: cfg.Logger},
 		pools: map[string]discovery.Pool{}, instances: map[string]instance.Instance{},
 		running: map[string]bool{}, registered: map[string]bool{}, poolLevelOnly: map[string]bool{},
-		eventAt: map[string]time.Time{},
+		heldElsewhere: map[string]map[string]bool{},
+		eventAt:       map[string]time.Time{},
 	}
 	n.plugins = &deviceplugin.Plugins{Dir: cfg.DevicePluginDir, Logger: cfg.Logger, PollInterval: cfg.KubeletPoll,
 		OnRegister: n.onRegister}

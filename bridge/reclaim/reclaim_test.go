@@ -48,12 +48,31 @@ func serve(t *testing.T) (kubelet, podresourcesapi.PodResourcesListerClient) {
 	return k, client
 }
 
-// plugins records DEL and GC; delErr is what DEL answers.
+// plugins records DEL and GC; delErr is what DEL answers, allocs what
+// LIST answers, by the pools' first.
 type plugins struct {
 	mu     sync.Mutex
 	dels   []string
 	gcs    map[string][]string
 	delErr error
+	allocs map[string][]spec.Allocation
+	// elsewhere is what HeldElsewhere was last told, by the pools.
+	elsewhere map[string]map[string]bool
+}
+
+func (p *plugins) List(_ context.Context, pools []string) ([]spec.Allocation, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.allocs[pools[0]], nil
+}
+
+func (p *plugins) HeldElsewhere(pools []string, devices map[string]bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.elsewhere == nil {
+		p.elsewhere = map[string]map[string]bool{}
+	}
+	p.elsewhere[strings.Join(pools, ",")] = devices
 }
 
 func (p *plugins) Del(_ context.Context, pool, id string) error {

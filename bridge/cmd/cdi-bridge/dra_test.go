@@ -23,6 +23,7 @@ import (
 	"github.com/cdiexec/cdi/bridge/internal/testing/kubelettest"
 	"github.com/cdiexec/cdi/bridge/internal/testing/proctest"
 	"github.com/cdiexec/cdi/bridge/internal/testing/schedtest"
+	"github.com/cdiexec/cdi/bridge/metrics"
 	"github.com/cdiexec/cdi/plugins/exectest"
 )
 
@@ -43,7 +44,7 @@ func TestStartDRARefuses(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			front, err := startDRA(t.Context(), o, tc.api, nil, log, func(error) {})
+			front, err := startDRA(t.Context(), o, tc.api, nil, nil, metrics.New("test"), log, func(error) {})
 			if !errors.Is(err, errUsage) || front != nil {
 				t.Errorf("startDRA = %v, %v; want a usage error", front, err)
 			}
@@ -54,7 +55,7 @@ func TestStartDRARefuses(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if front, err := startDRA(t.Context(), o, api, nil, log, func(error) {}); front != nil || err != nil {
+		if front, err := startDRA(t.Context(), o, api, nil, nil, metrics.New("test"), log, func(error) {}); front != nil || err != nil {
 			t.Errorf("startDRA without --dra-pools = %v, %v", front, err)
 		}
 	})
