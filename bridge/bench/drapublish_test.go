@@ -73,7 +73,7 @@ func (l *libraryPublisher) publish(_ context.Context, pools []discovery.Pool) ([
 	if l.first.IsZero() {
 		l.first = time.Now()
 	}
-	res := dradevices.Resources(draDriver, l.node, pools)
+	res := dradevices.Resources(draDriver, l.node, pools, nil)
 	l.slices.Publish(res)
 	return res.Pools[dradevices.PoolName(l.node, draPool)].Slices, nil
 }
@@ -109,7 +109,7 @@ type floorPublisher struct {
 }
 
 func (f *floorPublisher) publish(ctx context.Context, pools []discovery.Pool) ([]resourceslice.Slice, error) {
-	desired := dradevices.Resources(draDriver, f.node.Name, pools).Pools[dradevices.PoolName(f.node.Name, draPool)].Slices
+	desired := dradevices.Resources(draDriver, f.node.Name, pools, nil).Pools[dradevices.PoolName(f.node.Name, draPool)].Slices
 	if f.stored == nil {
 		return desired, f.create(ctx, desired)
 	}

@@ -23,6 +23,16 @@ import (
 // without it are other producers' and never touched.
 const FilePrefix = "cdi-bridge_"
 
+// ClaimClass is the CDI class of the DRA front end's per-claim spec
+// files: a claim's devices are <vendor>/claim=<request-id>. No pool of
+// the bridge has this name (pool names hold a '-'), so it never meets the
+// device plugins' per-pool kinds.
+const ClaimClass = "claim"
+
+// ClaimDevice is the qualified CDI name of the device of a claim whose
+// ADD had request-id requestID.
+func ClaimDevice(vendor, requestID string) string { return vendor + "/" + ClaimClass + "=" + requestID }
+
 // Device is one device of a Kind: its name within the kind and the device
 // nodes a container that gets it sees.
 type Device struct {

@@ -68,6 +68,11 @@ type Config struct {
 	// recover from (its gRPC server failed); the bridge then stops, and
 	// its DaemonSet restarts it.
 	OnFatal func(error)
+	// Slices, if set, publishes the node's slices: a NodeSlices started
+	// earlier (StartNodeSlices), so that its start runs beside what the
+	// caller does before the driver's; nil starts one with the driver.
+	// Stop stops it either way.
+	Slices *NodeSlices
 }
 
 // Driver is a running kubelet plugin.
@@ -85,8 +90,8 @@ var ErrConfig = errors.New("DRA driver configuration")
 
 // Start registers the driver with the kubelet and serves it until ctx
 // ends or Stop is called, and starts the controller of the node's
-// ResourceSlices (NodeSlices), which publishes nothing before the first
-// PublishResources. The kubelet-plugin library logs through klog; its
+// ResourceSlices (NodeSlices, unless cfg.Slices is one), which publishes
+// nothing before the first PublishResources. The kubelet-plugin library logs through klog; its
 // lines go to cfg.Logger.
 func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	if cfg.DriverName == "" || cfg.NodeName == "" || cfg.Client == nil || cfg.Devices == nil {
@@ -121,8 +126,11 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting the DRA kubelet plugin %s: %w", cfg.DriverName, err)
 	}
-	return &Driver{helper: h, slices: StartNodeSlices(ctx, cfg.DriverName, cfg.NodeName, cfg.Client, p.publishError),
-		health: p.health, reg: reg}, nil
+	slices := cfg.Slices
+	if slices == nil {
+		slices = StartNodeSlices(ctx, cfg.DriverName, cfg.NodeName, cfg.Client, p.publishError)
+	}
+	return &Driver{helper: h, slices: slices, health: p.health, reg: reg}, nil
 }
 
 // PublishResources hands the node's slices to the slice controller

@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -22,8 +24,8 @@ import (
 const checkpointVersion = 1
 
 // ErrCheckpoint is wrapped by the error of a checkpoint file that cannot
-// be read as one: Unprepare cannot know what to release without it, so
-// the bridge stops rather than start with nothing prepared.
+// be read as one (LoadCheckpoint), and by OpenCheckpoint's when such a
+// file cannot even be moved aside.
 var ErrCheckpoint = errors.New("unreadable DRA checkpoint")
 
 // Claim is what was prepared, or is being prepared, for one claim: the
@@ -50,6 +52,10 @@ type PreparedDevice struct {
 	// RequestID is CDI_REQUEST_ID of its ADD and DEL.
 	RequestID string     `json:"requestId"`
 	ShareID   *types.UID `json:"shareId,omitempty"`
+	// AdminAccess is a result for administrative access: the container
+	// gets the device as INFO describes it (Result, made without an ADD),
+	// and no slot is taken; there is nothing to DEL.
+	AdminAccess bool `json:"adminAccess,omitempty"`
 	// Result is what ADD returned; nil while the ADD has not succeeded
 	// (recorded before it runs, so that an Unprepare that comes after a
 	// crash in between still runs its DEL).
@@ -68,8 +74,16 @@ func (c Claim) Prepared() bool {
 
 // Checkpoint is the claims this node prepared, kept in a file that every
 // change replaces atomically. Safe for concurrent use.
+//
+// It is a cache: what the plugins hold is their LIST, and which claims
+// are prepared here the API server's allocations and the kubelet's
+// containers say (Preparer.Rebuild). It records what to DEL at Unprepare,
+// for the kubelet names a claim to unprepare only by its UID.
 type Checkpoint struct {
-	path   string
+	path string
+	// bootID is the boot the file records (the kernel's boot id), and
+	// every change writes this one.
+	bootID string
 	mu     sync.Mutex
 	claims map[types.UID]Claim
 }
@@ -79,8 +93,11 @@ type Checkpoint struct {
 const maxCheckpoint = 64 << 20
 
 type checkpointFile struct {
-	Version int                 `json:"version"`
-	Claims  map[types.UID]Claim `json:"claims"`
+	Version int `json:"version"`
+	// BootID is the kernel's boot id when the file was written; none
+	// before the bridge recorded it.
+	BootID string              `json:"bootId,omitempty"`
+	Claims map[types.UID]Claim `json:"claims"`
 }
 
 // LoadCheckpoint reads the checkpoint at path; a missing file is an empty
@@ -105,15 +122,82 @@ func LoadCheckpoint(path string) (*Checkpoint, error) {
 	if f.Claims != nil {
 		c.claims = f.Claims
 	}
+	c.bootID = f.BootID
 	return c, nil
 }
 
-// Get returns the record of claim uid.
+// BootID is the boot the checkpoint records: the kernel's boot id when
+// it was written, "" where unknown.
+func (c *Checkpoint) BootID() string { return c.bootID }
+
+// SetAside says why OpenCheckpoint moved a file aside, and where to.
+type SetAside struct {
+	// Reason is ReasonUnreadable or ReasonPreviousBoot.
+	Reason string
+	// Path is where the file now is, kept for the operator.
+	Path string
+	// Err is why it could not be read; nil for a previous boot's.
+	Err error
+}
+
+// Reasons a checkpoint file is set aside.
+const (
+	ReasonUnreadable   = "unreadable"
+	ReasonPreviousBoot = "previous-boot"
+)
+
+// OpenCheckpoint is the checkpoint at path as the bridge starts with it:
+// the file's, unless it cannot be read (truncated, of the wrong types, a
+// link, a FIFO, too large) or was written in another boot than bootID
+// (the plugins dropped that boot's allocations), in which case it is
+// moved aside to <path>.<reason>-<time> and the checkpoint starts empty,
+// for Preparer.Rebuild to fill from the API server and the plugins. The
+// error is for a file that cannot be moved aside either. A missing file
+// is an empty checkpoint; an empty bootID is a boot not known, which
+// sets no file aside.
+func OpenCheckpoint(path, bootID string, now time.Time) (*Checkpoint, *SetAside, error) {
+	c, err := LoadCheckpoint(path)
+	var aside *SetAside
+	switch {
+	case err != nil:
+		aside = &SetAside{Reason: ReasonUnreadable, Err: err}
+	case bootID != "" && c.bootID != "" && c.bootID != bootID:
+		aside = &SetAside{Reason: ReasonPreviousBoot}
+	}
+	if aside != nil {
+		aside.Path = fmt.Sprintf("%s.%s-%s", path, aside.Reason, now.UTC().Format("20060102T150405Z"))
+		if rerr := os.Rename(path, aside.Path); rerr != nil {
+			return nil, nil, fmt.Errorf("%w: %s cannot be moved aside: %w", ErrCheckpoint, path, errors.Join(err, rerr))
+		}
+		c = &Checkpoint{path: path, claims: map[types.UID]Claim{}}
+	}
+	c.bootID = bootID
+	return c, aside, nil
+}
+
+// BootID reads the kernel's boot id, as the plugins record it in their
+// state (SPEC.md); "" where it cannot be read.
+func BootID() string {
+	data, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(data))
+}
+
+// Get returns a copy of the record of claim uid: what the caller changes
+// in it is not recorded until Put.
 func (c *Checkpoint) Get(uid types.UID) (Claim, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cl, ok := c.claims[uid]
-	return cl, ok
+	return cl.clone(), ok
+}
+
+// clone is c with a devices slice of its own.
+func (c Claim) clone() Claim {
+	c.Devices = slices.Clone(c.Devices)
+	return c
 }
 
 // UIDs returns the claims recorded, sorted.
@@ -123,9 +207,10 @@ func (c *Checkpoint) UIDs() []types.UID {
 	return slices.Sorted(maps.Keys(c.claims))
 }
 
-// Put records claim uid and saves the file; on failure the record is
-// what it was.
+// Put records a copy of cl as claim uid's and saves the file; on failure
+// the record is what it was.
 func (c *Checkpoint) Put(uid types.UID, cl Claim) error {
+	cl = cl.clone()
 	return c.change(func(m map[types.UID]Claim) { m[uid] = cl })
 }
 
@@ -139,7 +224,7 @@ func (c *Checkpoint) change(edit func(map[types.UID]Claim)) error {
 	defer c.mu.Unlock()
 	next := maps.Clone(c.claims)
 	edit(next)
-	data, err := json.Marshal(checkpointFile{Version: checkpointVersion, Claims: next})
+	data, err := json.Marshal(checkpointFile{Version: checkpointVersion, BootID: c.bootID, Claims: next})
 	if err != nil {
 		return err
 	}

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cdiexec/cdi/spec"
 )
@@ -87,4 +89,66 @@ func TestCheckpointUnreadable(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A checkpoint that cannot be read, or that another boot wrote, does not
+// stop the bridge: it is moved aside, kept for the operator, and the
+// checkpoint starts empty, recording this boot.
+func TestOpenCheckpointSetsAside(t *testing.T) {
+	now := time.Date(2026, 11, 3, 4, 5, 6, 0, time.UTC)
+	good := `{"version":1,"bootId":"this-boot","claims":{"u1":{"namespace":"ns","name":"c","devices":[]}}}`
+	for name, tc := range map[string]struct {
+		place  func(path string) error
+		reason string // "" for a file kept
+	}{
+		"truncated":     {writing(`{"version":1,"claims":{"u1":{"na`), ReasonUnreadable},
+		"wrong types":   {writing(`{"version":"1","claims":{}}`), ReasonUnreadable},
+		"empty":         {writing(""), ReasonUnreadable},
+		"a FIFO":        {func(path string) error { return syscall.Mkfifo(path, 0o600) }, ReasonUnreadable},
+		"a link":        {func(path string) error { return os.Symlink("/etc/hostname", path) }, ReasonUnreadable},
+		"too large":     {func(path string) error { return errors.Join(writing("{")(path), os.Truncate(path, maxCheckpoint+1)) }, ReasonUnreadable},
+		"another boot":  {writing(strings.Replace(good, "this-boot", "an-earlier-boot", 1)), ReasonPreviousBoot},
+		"this boot":     {writing(good), ""},
+		"no boot known": {writing(strings.Replace(good, `"bootId":"this-boot",`, "", 1)), ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "claims.json")
+			if err := tc.place(path); err != nil {
+				t.Fatal(err)
+			}
+			before, _ := os.Lstat(path)
+			c, aside, err := OpenCheckpoint(path, "this-boot", now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.reason == "" {
+				if aside != nil || len(c.UIDs()) != 1 {
+					t.Errorf("set aside %+v, claims %v; want the file's claim kept", aside, c.UIDs())
+				}
+			} else {
+				after, lerr := os.Lstat(aside.Path)
+				if aside.Reason != tc.reason || lerr != nil || !os.SameFile(before, after) || len(c.UIDs()) != 0 {
+					t.Errorf("set aside %+v (%v), claims %v; want the file moved aside for %s, no claim", aside, lerr, c.UIDs(), tc.reason)
+				}
+				if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("the file is still at %s: %v", path, err)
+				}
+			}
+			if err := c.Put("u2", Claim{}); err != nil {
+				t.Fatal(err)
+			}
+			if again, err := LoadCheckpoint(path); err != nil || again.BootID() != "this-boot" {
+				t.Errorf("written again: boot %q, %v; want this boot recorded", again.BootID(), err)
+			}
+		})
+	}
+	t.Run("a file that cannot be moved aside", func(t *testing.T) {
+		if _, _, err := OpenCheckpoint("/", "this-boot", now); !errors.Is(err, ErrCheckpoint) {
+			t.Errorf("OpenCheckpoint(/) = %v, want ErrCheckpoint", err)
+		}
+	})
+}
+
+func writing(content string) func(path string) error {
+	return func(path string) error { return os.WriteFile(path, []byte(content), 0o600) }
 }

@@ -146,7 +146,7 @@ func (r *rig) startDriver(t *testing.T, client kubernetes.Interface, dir string)
 		cancel()
 		t.Fatal(err)
 	}
-	if err := d.PublishResources(ctx, Resources("cdi.local", clusterNode, r.pools)); err != nil {
+	if err := d.PublishResources(ctx, Resources("cdi.local", clusterNode, r.pools, nil)); err != nil {
 		t.Fatal(err)
 	}
 	return d, func() { cancel(); d.Stop() }

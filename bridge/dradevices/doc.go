@@ -14,6 +14,15 @@
 // metrics) of every Prepare and Unprepare, by pool, with how long it
 // took and why it failed.
 //
+// The checkpoint is a cache. What the plugins hold is their LIST (a
+// claim's request-ids are <claim UID>-<n>), which claims are prepared
+// here the API server's allocations and the kubelet's containers say:
+// every Prepare repeats its ADDs, an Unprepare of a claim not recorded
+// DELs what LIST has of it, and at start Rebuild prepares again what the
+// API server has allocated here and releases only what neither it nor a
+// container holds. A checkpoint that cannot be read, or that a previous
+// boot wrote, is moved aside (OpenCheckpoint).
+//
 // It knows nothing of the kubelet's gRPC or of plugin registration: the
 // package bridge/dra calls it through dra.Devices.
 package dradevices

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -15,15 +17,14 @@ import (
 	"github.com/cdiexec/cdi/bridge/cdispec"
 	"github.com/cdiexec/cdi/bridge/discovery"
 	"github.com/cdiexec/cdi/bridge/dra"
+	"github.com/cdiexec/cdi/bridge/reclaim"
 	"github.com/cdiexec/cdi/spec"
 	"github.com/cdiexec/cdi/spec/invoke"
 )
 
-// ClaimClass is the CDI class of the per-claim spec files: a claim's
-// devices are <vendor>/claim=<request-id>. No pool of the bridge has this
-// name (pool names hold a '-'), so it never meets the device plugins'
-// per-pool kinds.
-const ClaimClass = "claim"
+// ClaimClass is the CDI class of the per-claim spec files
+// (cdispec.ClaimClass).
+const ClaimClass = cdispec.ClaimClass
 
 // ErrNotReady is wrapped by the errors of a call that needs the pools
 // before the first discovery handed them over: the kubelet retries.
@@ -49,9 +50,19 @@ type Preparer struct {
 	// Logger gets what cannot be returned. Each ADD and DEL is bounded
 	// by the pool's Plugin.Timeout, as discovery set it.
 	Logger *slog.Logger
+	// Grace is how long an allocation of the device plugins in a DRA
+	// drop-in (its pool moved to DRA under running pods) is kept once no
+	// container holds it (Sweep).
+	Grace time.Duration
 
 	mu    sync.Mutex
 	pools map[string]discovery.Pool // by the bridge's pool name; nil before SetPools
+	// heldElsewhere is, by pool, the devices the device plugins'
+	// allocations hold (Rebuild, Sweep): not offered in the slices.
+	heldElsewhere map[string]map[string]bool
+	// foreign tracks each drop-in's allocations of the device plugins,
+	// by its file; claimMu's.
+	foreign map[string]*reclaim.Foreign
 	// claimMu makes Prepare and Unprepare one at a time, so that the
 	// checkpoint's record of a claim is read and written by one call: the
 	// library serializes the kubelet's calls, but that is its choice.
@@ -71,6 +82,16 @@ func (p *Preparer) SetPools(pools []discovery.Pool) {
 	p.mu.Unlock()
 }
 
+// ready is ErrNotReady before SetPools.
+func (p *Preparer) ready() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pools == nil {
+		return ErrNotReady
+	}
+	return nil
+}
+
 func (p *Preparer) pool(name string) (discovery.Pool, bool, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -86,33 +107,44 @@ func (p *Preparer) pool(name string) (discovery.Pool, bool, error) {
 // claim's results of this driver), writes the claim's CDI spec with what
 // the ADDs returned, and returns the devices with their CDI names. It is
 // all or nothing: when an ADD fails, the claim's ADDs are deleted and the
-// claim forgotten. A claim prepared before returns its devices again,
-// its spec file rewritten if it is gone.
+// claim forgotten.
+//
+// The devices are worked out from the claim every time, and every ADD
+// runs every time, for a claim prepared before too (an ADD repeated
+// returns the same devices): the checkpoint is a record of what to DEL,
+// not of what the plugins hold, which a reboot empties (SPEC.md's boot
+// rule) while the kubelet asks for the claim again.
 func (p *Preparer) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) ([]dra.Device, error) {
 	p.claimMu.Lock()
 	defer p.claimMu.Unlock()
-	rec, ok := p.Checkpoint.Get(claim.UID)
-	if !ok {
-		var err error
-		if rec, err = p.plan(claim); err != nil {
-			return nil, err
-		}
-		// Recorded before any ADD, so that whatever happens next an
-		// Unprepare knows which request-ids to DEL.
-		if err := p.Checkpoint.Put(claim.UID, rec); err != nil {
+	return p.prepare(ctx, claim)
+}
+
+// prepare is Prepare, its caller holding claimMu.
+func (p *Preparer) prepare(ctx context.Context, claim *resourceapi.ResourceClaim) ([]dra.Device, error) {
+	rec, err := p.plan(claim)
+	if err != nil {
+		return nil, err
+	}
+	if old, ok := p.Checkpoint.Get(claim.UID); ok && !sameDevices(old, rec) {
+		// Not this allocation's record: its ADDs go first.
+		if err := p.release(ctx, claim.UID, old); err != nil {
 			return nil, err
 		}
 	}
-	if !rec.Prepared() {
-		if err := p.addAll(ctx, &rec); err != nil {
-			if uerr := p.release(ctx, claim.UID, rec); uerr != nil {
-				err = errors.Join(err, fmt.Errorf("undoing the claim's ADDs: %w", uerr))
-			}
-			return nil, err
+	// Recorded before any ADD, so that whatever happens next an
+	// Unprepare knows which request-ids to DEL.
+	if err := p.Checkpoint.Put(claim.UID, rec); err != nil {
+		return nil, err
+	}
+	if err := p.addAll(ctx, &rec); err != nil {
+		if uerr := p.release(ctx, claim.UID, rec); uerr != nil {
+			err = errors.Join(err, fmt.Errorf("undoing the claim's ADDs: %w", uerr))
 		}
-		if err := p.Checkpoint.Put(claim.UID, rec); err != nil {
-			return nil, err
-		}
+		return nil, err
+	}
+	if err := p.Checkpoint.Put(claim.UID, rec); err != nil {
+		return nil, err
 	}
 	s := p.claimSpec(rec)
 	if len(s.Devices) > 0 {
@@ -121,6 +153,14 @@ func (p *Preparer) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim
 		}
 	}
 	return p.devices(rec, s), nil
+}
+
+// sameDevices says whether a and b are the ADDs of the same devices under
+// the same request-ids.
+func sameDevices(a, b Claim) bool {
+	return slices.EqualFunc(a.Devices, b.Devices, func(x, y PreparedDevice) bool {
+		return x.RequestID == y.RequestID && x.Pool == y.Pool && x.ID == y.ID
+	})
 }
 
 // plan resolves claim's allocation results of this driver to the
@@ -155,12 +195,28 @@ func (p *Preparer) plan(claim *resourceapi.ResourceClaim) (Claim, error) {
 		if !ok || !found || dev.Shared != shared {
 			return rec, fmt.Errorf("%w: device %s of pool %s is not served", ErrNotAllocatable, r.Device, r.Pool)
 		}
-		rec.Devices = append(rec.Devices, PreparedDevice{
+		d := PreparedDevice{
 			Request: r.Request, Pool: name, Shared: shared, Device: r.Device, ID: dev.ID, Resource: dev.Resource,
 			RequestID: fmt.Sprintf("%s-%d", claim.UID, len(rec.Devices)), ShareID: r.ShareID,
-		})
+		}
+		if r.AdminAccess != nil && *r.AdminAccess {
+			d.AdminAccess, d.Result = true, adminResult(dev)
+		}
+		rec.Devices = append(rec.Devices, d)
 	}
 	return rec, nil
+}
+
+// adminResult is what a container with administrative access to dev is
+// given: its device nodes, as INFO lists them, without an ADD. The env,
+// mounts and annotations only an ADD returns are not given (an endpoint
+// camera, which has nothing else, gives nothing).
+func adminResult(dev spec.DeviceInfo) *spec.AddResult {
+	r := &spec.AddResult{Devices: []string{}, DeviceNodes: dev.DeviceNodes}
+	for _, n := range dev.DeviceNodes {
+		r.Devices = append(r.Devices, n.HostPath)
+	}
+	return r
 }
 
 // poolOf is the bridge's pool of DRA pool draPool: this node's
@@ -184,11 +240,12 @@ func findDevice(p discovery.Pool, name string) (spec.DeviceInfo, bool) {
 	return spec.DeviceInfo{}, false
 }
 
-// addAll runs the ADDs of rec's devices that have no result yet.
+// addAll runs the ADDs of rec's devices and records their results in rec;
+// a device for admin access has none.
 func (p *Preparer) addAll(ctx context.Context, rec *Claim) error {
 	for i := range rec.Devices {
 		d := &rec.Devices[i]
-		if d.Result != nil {
+		if d.AdminAccess {
 			continue
 		}
 		pl, ok, err := p.pool(d.Pool)

@@ -38,6 +38,8 @@ type rig struct {
 	cdiDir  string
 	ckpt    string
 	devices []string // DRA device names of the terminals
+	// stateDir is the terminals' plugin's state directory.
+	stateDir string
 }
 
 // withGPUs adds the fixture's GPUs to a rig: 0000:03:00.0 and
@@ -47,9 +49,9 @@ const withGPUs = true
 
 func newRig(t *testing.T, capacity int, gpus ...bool) *rig {
 	t.Helper()
-	confDir := t.TempDir()
+	confDir, stateDir := t.TempDir(), t.TempDir()
 	writeDropIn(t, confDir, "tty.d/generic.conf", exectest.Conf(t, "0.1.0", "tty", "generic-tty", map[string]any{
-		"root": exectest.FixtureRoot(t), "stateDir": t.TempDir(), "num_system_reserved": 40, "capacity": capacity,
+		"root": exectest.FixtureRoot(t), "stateDir": stateDir, "num_system_reserved": 40, "capacity": capacity,
 	}))
 	if len(gpus) > 0 && gpus[0] {
 		writeDropIn(t, confDir, "gpu.d/drm.conf", exectest.Conf(t, "0.1.0", "gpu", "drm", map[string]any{
@@ -60,7 +62,7 @@ func newRig(t *testing.T, capacity int, gpus ...bool) *rig {
 	if err != nil || len(pools) != 1+len(gpus) {
 		t.Fatalf("discovery: %v, %v", pools, err)
 	}
-	r := &rig{pools: pools, cdiDir: t.TempDir(), ckpt: filepath.Join(t.TempDir(), "claims.json")}
+	r := &rig{pools: pools, cdiDir: t.TempDir(), ckpt: filepath.Join(t.TempDir(), "claims.json"), stateDir: stateDir}
 	for _, d := range r.pool(t, "tty-generic").Devices {
 		r.devices = append(r.devices, DeviceName(d.ID))
 	}
@@ -179,7 +181,7 @@ func TestPrepareRunsADDAndWritesTheClaimsSpec(t *testing.T) {
 		t.Errorf("CDI ids %v", devs[0].CDIIDs)
 	}
 
-	t.Run("again: the same devices, no ADD, the spec rewritten", func(t *testing.T) {
+	t.Run("again: the same devices, the ADDs repeated, the spec rewritten", func(t *testing.T) {
 		if err := os.Remove(filepath.Join(r.cdiDir, SpecFile("u1"))); err != nil {
 			t.Fatal(err)
 		}

@@ -48,8 +48,10 @@ const (
 var cIdentifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // Resources is what node publishes for pools as driver: one DRA pool
-// per pool of the bridge (PoolName), every device of it in slices of at
-// most 64, an unhealthy one with the taint <driver>/unhealthy
+// per pool of the bridge (PoolName), every device of it but those
+// withheld (by pool, the devices another front end's allocations hold:
+// Preparer.Withheld) in slices of at most 64, an unhealthy one with the
+// taint <driver>/unhealthy
 // (TaintUnhealthy), of the effect its drop-in asks for (NoSchedule unless
 // DropInSettings say NoExecute): the scheduler allocates it to no claim
 // that does not tolerate the taint, an operator sees it and why, and a
@@ -61,7 +63,7 @@ var cIdentifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // by each node it would be allocated once per node, over its capacity.
 // The elected bridge publishes it once for the cluster instead
 // (SharedResources), from what every node's Presence says it sees.
-func Resources(driver, node string, pools []discovery.Pool) resourceslice.DriverResources {
+func Resources(driver, node string, pools []discovery.Pool, withheld map[string]map[string]bool) resourceslice.DriverResources {
 	out := resourceslice.DriverResources{Pools: make(map[string]resourceslice.Pool, len(pools))}
 	for _, p := range pools {
 		local := make([]spec.DeviceInfo, 0, len(p.Devices))
@@ -70,27 +72,30 @@ func Resources(driver, node string, pools []discovery.Pool) resourceslice.Driver
 				local = append(local, d)
 			}
 		}
-		out.Pools[PoolName(node, p.Name)] = resourceslice.Pool{Slices: chunkInPlace(driver, p, local)}
+		out.Pools[PoolName(node, p.Name)] = resourceslice.Pool{Slices: chunkInPlace(driver, p, local, withheld[p.Name])}
 	}
 	return out
 }
 
 // chunkInPlace splits devices into slices the API accepts, each slice
-// holding its run of maxDevicesPerTaintedSlice devices, the unhealthy
-// ones tainted. A device's slice is decided by its place among all of
-// them, so that one device turning unhealthy (or healthy again) changes
-// one slice: the publishing library keeps a pool's generation only for a
+// holding its run of maxDevicesPerTaintedSlice devices but those
+// withheld, the unhealthy ones tainted. A device's slice is decided by
+// its place among all of them, so that one device turning unhealthy (or
+// healthy again, or withheld) changes one slice: the publishing library keeps a pool's generation only for a
 // change of one slice, and rewrites every slice of the pool under a new
 // generation for more (bridge/SCALING.md, "Through DRA"). A pool with no
 // device is one empty slice: "no devices" is news to the scheduler, "no
 // pool" would leave it the last slices it saw.
-func chunkInPlace(driver string, p discovery.Pool, devices []spec.DeviceInfo) []resourceslice.Slice {
+func chunkInPlace(driver string, p discovery.Pool, devices []spec.DeviceInfo, withheld map[string]bool) []resourceslice.Slice {
 	set, _ := DropInSettings(p.Conf)
 	slices := []resourceslice.Slice{}
 	for start := 0; start == 0 || start < len(devices); start += maxDevicesPerTaintedSlice {
 		run := devices[start:min(start+maxDevicesPerTaintedSlice, len(devices))]
 		s := resourceslice.Slice{Devices: make([]resourceapi.Device, 0, len(run))}
 		for _, d := range run {
+			if withheld[d.ID] {
+				continue
+			}
 			dev := Device(p, d)
 			if !d.Healthy {
 				dev.Taints = []resourceapi.DeviceTaint{UnhealthyTaint(driver, p, d, set.UnhealthyEffect)}

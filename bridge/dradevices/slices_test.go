@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	"github.com/cdiexec/cdi/bridge/discovery"
 	"github.com/cdiexec/cdi/spec"
@@ -51,7 +52,7 @@ func TestResourcesTaintsUnhealthyLeavesOutShared(t *testing.T) {
 			if tc.infoErr != nil { // the devices as INFO last listed them, all unhealthy
 				p.Err, p.Devices[0].Healthy = tc.infoErr, false
 			}
-			res := Resources("cdi.test", "node-a", []discovery.Pool{p})
+			res := Resources("cdi.test", "node-a", []discovery.Pool{p}, nil)
 			pool, ok := res.Pools["node-a/gpu-drm"]
 			if !ok || len(res.Pools) != 1 {
 				t.Fatalf("pools %v, want node-a/gpu-drm only", res.Pools)
@@ -86,7 +87,7 @@ func TestResourcesSlices(t *testing.T) {
 			for i := range tc.devices {
 				devs = append(devs, spec.DeviceInfo{ID: fmt.Sprintf("tty%d", i), Resource: "gpu", Healthy: true, Capacity: 1})
 			}
-			slices := Resources("cdi.test", "n", []discovery.Pool{gpuPool(devs...)}).Pools["n/gpu-drm"].Slices
+			slices := Resources("cdi.test", "n", []discovery.Pool{gpuPool(devs...)}, nil).Pools["n/gpu-drm"].Slices
 			var got []int
 			for _, s := range slices {
 				got = append(got, len(s.Devices))
@@ -172,9 +173,9 @@ func TestUnhealthyDeviceChangesOneSlice(t *testing.T) {
 	for i := range devs {
 		devs[i] = spec.DeviceInfo{ID: fmt.Sprintf("tty%d", i), Resource: "gpu", Healthy: true, Capacity: 1}
 	}
-	before := Resources("cdi.test", "n", []discovery.Pool{gpuPool(devs...)}).Pools["n/gpu-drm"].Slices
+	before := Resources("cdi.test", "n", []discovery.Pool{gpuPool(devs...)}, nil).Pools["n/gpu-drm"].Slices
 	devs[5].Healthy = false
-	after := Resources("cdi.test", "n", []discovery.Pool{gpuPool(devs...)}).Pools["n/gpu-drm"].Slices
+	after := Resources("cdi.test", "n", []discovery.Pool{gpuPool(devs...)}, nil).Pools["n/gpu-drm"].Slices
 	if len(after) != len(before) {
 		t.Fatalf("%d slices after, %d before", len(after), len(before))
 	}
@@ -195,4 +196,32 @@ func TestUnhealthyDeviceChangesOneSlice(t *testing.T) {
 	if d := after[0].Devices[5]; d.Name != "tty5" || len(d.Taints) != 1 {
 		t.Errorf("device 5 of the first slice is %s with taints %v, want tty5 tainted", d.Name, d.Taints)
 	}
+}
+
+// A device another front end's allocations hold is left out, in its
+// place: its slice loses it, the others keep theirs.
+func TestResourcesLeavesOutWithheld(t *testing.T) {
+	devs := make([]spec.DeviceInfo, 100)
+	for i := range devs {
+		devs[i] = spec.DeviceInfo{ID: fmt.Sprintf("tty%d", i), Resource: "gpu", Healthy: true, Capacity: 1}
+	}
+	all := Resources("cdi.test", "n", []discovery.Pool{gpuPool(devs...)}, nil).Pools["n/gpu-drm"].Slices
+	held := map[string]map[string]bool{"gpu-drm": {"tty3": true}}
+	some := Resources("cdi.test", "n", []discovery.Pool{gpuPool(devs...)}, held).Pools["n/gpu-drm"].Slices
+	if len(all) != 2 || len(some) != 2 || len(some[0].Devices) != len(all[0].Devices)-1 || !reflect.DeepEqual(some[1], all[1]) {
+		t.Fatalf("slices of %v and %v devices, want the first one short", lens(some), lens(all))
+	}
+	for _, d := range some[0].Devices {
+		if d.Name == "tty3" {
+			t.Error("tty3, withheld, is published")
+		}
+	}
+}
+
+func lens(slices []resourceslice.Slice) []int {
+	var out []int
+	for _, s := range slices {
+		out = append(out, len(s.Devices))
+	}
+	return out
 }

@@ -76,7 +76,7 @@ func TestClusterTaintsUnhealthyDevices(t *testing.T) {
 		}
 	}
 	r.p.SetPools(pools)
-	if err := d.PublishResources(t.Context(), Resources("cdi.local", clusterNode, pools)); err != nil {
+	if err := d.PublishResources(t.Context(), Resources("cdi.local", clusterNode, pools, nil)); err != nil {
 		t.Fatal(err)
 	}
 	c.waitTainted(t, "n/tty-critical", 1)

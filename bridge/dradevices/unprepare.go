@@ -12,28 +12,60 @@ import (
 )
 
 // Unprepare runs DEL for every request-id recorded for claim uid, removes
-// its CDI spec file and forgets it. A claim not recorded has nothing left
-// to release (its spec file is removed all the same). A DEL that fails
-// keeps the claim recorded and is the error: the kubelet asks again. The
-// DEL of a device whose pool is no longer served (its drop-in was removed)
-// cannot run and is skipped with a warning: the plugin's state keeps that
-// allocation until the plugin's GC is run.
+// its CDI spec file and forgets it. A DEL that fails keeps the claim
+// recorded and is the error: the kubelet asks again. The DEL of a device
+// whose pool is no longer served (its drop-in was removed) cannot run and
+// is skipped with a warning: the plugin's state keeps that allocation
+// until the plugin's GC is run.
+//
+// A claim the checkpoint does not record (a checkpoint lost, or set
+// aside) is looked for in the plugins: every request-id <uid>-<n> a DRA
+// drop-in's LIST has is DELed. A claim found nowhere has nothing left to
+// release; its spec file is removed all the same.
 func (p *Preparer) Unprepare(ctx context.Context, uid types.UID) error {
 	p.claimMu.Lock()
 	defer p.claimMu.Unlock()
 	rec, ok := p.Checkpoint.Get(uid)
-	if ok {
-		if err := p.release(ctx, uid, rec); err != nil {
+	if !ok {
+		var err error
+		if rec, err = p.listed(ctx, uid); err != nil {
 			return err
 		}
 	}
+	if err := p.release(ctx, uid, rec); err != nil {
+		return err
+	}
 	return p.CDI.RemoveFile(SpecFile(uid))
+}
+
+// listed is a record of what the DRA drop-ins' plugins hold for claim
+// uid, by their LIST.
+func (p *Preparer) listed(ctx context.Context, uid types.UID) (Claim, error) {
+	if err := p.ready(); err != nil {
+		return Claim{}, err
+	}
+	var rec Claim
+	for _, d := range p.dropIns() {
+		l, err := d.plugin.Plugin.List(ctx)
+		if err != nil {
+			return Claim{}, fmt.Errorf("LIST of drop-in %s: %w", d.file, err)
+		}
+		for _, a := range l.Allocations {
+			if claimOf(a.RequestID) == uid {
+				rec.Devices = append(rec.Devices, PreparedDevice{Pool: d.plugin.Name, RequestID: a.RequestID})
+			}
+		}
+	}
+	return rec, nil
 }
 
 // release DELs rec's request-ids and forgets claim uid.
 func (p *Preparer) release(ctx context.Context, uid types.UID, rec Claim) error {
 	var errs []error
 	for _, d := range rec.Devices {
+		if d.AdminAccess {
+			continue
+		}
 		pl, ok, err := p.pool(d.Pool)
 		if err != nil {
 			return err
@@ -49,6 +81,9 @@ func (p *Preparer) release(ctx context.Context, uid types.UID, rec Claim) error 
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err
+	}
+	if _, ok := p.Checkpoint.Get(uid); !ok {
+		return nil
 	}
 	return p.Checkpoint.Delete(uid)
 }
@@ -76,4 +111,21 @@ func (p *Preparer) log() *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}
 	return p.Logger
+}
+
+// Holds says whether a prepared claim holds pool's device dev: discovery
+// keeps such a device when it vanishes (discovery.Discoverer.Keep), so
+// that the claim's Unprepare still finds its pool and DELs it, and the
+// device, when it comes back, is not published free while the plugin
+// still holds it.
+func (p *Preparer) Holds(pool string, dev spec.DeviceInfo) bool {
+	for _, uid := range p.Checkpoint.UIDs() {
+		rec, _ := p.Checkpoint.Get(uid)
+		for _, d := range rec.Devices {
+			if d.Pool == pool && d.ID == dev.ID && !d.AdminAccess {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -6,6 +6,17 @@
 // bridge elected on the departed-node Lease publishes them once for the
 // cluster (LeadShared).
 //
+// Its checkpoint is a cache. Start moves aside one that cannot be read or
+// that a previous boot wrote (a Warning Event of the Node says so); once
+// the first discovery has set the pools, the prepared claims are rebuilt
+// from every ResourceClaim of the API server and what the kubelet's
+// PodResources says its containers hold (dradevices.Preparer.Rebuild),
+// and only then is the driver registered with the kubelet and the slices
+// published. Every reclaim period the device plugins' allocations left in
+// a DRA pool (a pool moved to DRA under running pods) are released once
+// no container has held them for the grace; their devices are left out
+// of the slices until then.
+//
 // Which pools it serves is decided by its caller: Split divides a
 // discovery between the device plugins (bridge/node) and this front end,
 // a drop-in never between the two.

@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	resourceapi "k8s.io/api/resource/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
@@ -19,6 +17,8 @@ import (
 	"github.com/cdiexec/cdi/bridge/dradevices"
 	"github.com/cdiexec/cdi/bridge/instance"
 	"github.com/cdiexec/cdi/bridge/metrics"
+	"github.com/cdiexec/cdi/bridge/reclaim"
+	"github.com/cdiexec/cdi/spec"
 )
 
 // Config is what Start needs.
@@ -37,8 +37,22 @@ type Config struct {
 	PluginDir, RegistrarDir string
 	// Store is the node's Instance store, told which shared devices the
 	// node sees.
-	Store  instance.Store
-	Logger *slog.Logger
+	Store instance.Store
+	// Kubelet is the kubelet's PodResources API, which says what its
+	// containers hold; nil where it cannot be asked, and then nothing is
+	// released but by the kubelet's Unprepare.
+	Kubelet reclaim.Lister
+	// Grace is how long an allocation of the device plugins in a DRA
+	// drop-in is kept once no container holds it; SweepPeriod how often
+	// that is looked at (30 s when 0).
+	Grace, SweepPeriod time.Duration
+	// BootID is the kernel's boot id; nil reads it
+	// (dradevices.BootID).
+	BootID func() string
+	// OnSetAside, if set, is told of a checkpoint set aside at start, by
+	// reason (dradevices.ReasonUnreadable, ReasonPreviousBoot).
+	OnSetAside func(reason string)
+	Logger     *slog.Logger
 	// OnFatal is dra.Config's: told of an error the kubelet plugin
 	// cannot recover from.
 	OnFatal func(error)
@@ -54,32 +68,34 @@ var ErrConfig = errors.New("DRA front end configuration")
 // devices in its slices, the shared devices through the Instance store,
 // from which the elected bridge publishes them (LeadShared).
 type FrontEnd struct {
-	node      string
-	driver    string
-	client    kubernetes.Interface
-	preparer  *dradevices.Preparer
-	publisher dra.Publisher
-	getClaim  dradevices.GetClaim
-	// registered is nil once the kubelet has registered the driver.
-	registered func() error
-	store      instance.Store
-	log        *slog.Logger
-	// started is when Start started the driver, and with it the slice
-	// controller.
+	cfg      Config
+	node     string
+	driver   string
+	client   kubernetes.Interface
+	preparer *dradevices.Preparer
+	store    instance.Store
+	log      *slog.Logger
+	// aside is the checkpoint Start set aside, nil if none.
+	aside *dradevices.SetAside
+	// slices is the controller of the node's slices, started by Start
+	// so that its start (a second: dra.NodeSlices) runs beside the first
+	// discovery and the rebuild; started is when.
+	slices  *dra.NodeSlices
 	started time.Time
 
-	// pending is the newest discovery not yet handed to the publisher;
-	// wake is told when pending is set. pools is the newest DRA pools,
-	// nil before the first discovery; poolsChanged is told when they
-	// are set.
+	// pools is the newest DRA pools, nil before the first discovery,
+	// and discovered when they were set; wake and poolsChanged are told
+	// when they are set. publisher is the kubelet plugin, nil until it
+	// started (after Rebuild). published counts the devices of each pool
+	// last handed to it.
 	mu           sync.Mutex
-	pending      *update
-	wake         chan struct{}
 	pools        []discovery.Pool
+	discovered   time.Time
+	wake         chan struct{}
 	poolsChanged chan struct{}
-	// published counts the devices of each pool last handed to the
-	// publisher.
-	published []metrics.DRAPool
+	publisher    dra.Publisher
+	registered   func() error
+	published    []metrics.DRAPool
 
 	// observed is the pools of which the store was last told shared
 	// devices are seen; the publishing goroutine's alone.
@@ -90,78 +106,192 @@ type FrontEnd struct {
 	sliceSyncDelay *time.Duration
 }
 
-// update is a discovery's DRA pools and the node's slices of them.
-type update struct {
-	pools []discovery.Pool
-	res   resourceslice.DriverResources
-}
-
-// Start loads the checkpoint, rewrites the CDI specs of the claims it
-// holds as prepared, starts the kubelet plugin and the goroutine that
-// publishes the node's slices, and returns; they stop when ctx ends.
+// Start opens the checkpoint (setting aside one that cannot be read or
+// that a previous boot wrote: dradevices.OpenCheckpoint), rewrites the CDI
+// specs of the claims it holds as prepared, and starts the goroutine that,
+// once the first discovery has set the pools, rebuilds the prepared
+// claims from the API server and the plugins (dradevices.Preparer.Rebuild),
+// then registers the driver with the kubelet and publishes the node's
+// slices. They stop when ctx ends. Its error is for a Config that lacks a
+// field and a checkpoint that cannot even be moved aside.
 func Start(ctx context.Context, cfg Config) (*FrontEnd, error) {
 	if cfg.NodeName == "" || cfg.Driver == "" || cfg.Client == nil || cfg.CDI == nil || cfg.Store == nil {
 		return nil, fmt.Errorf("%w: node name, driver, client, CDI directory and store are all needed", ErrConfig)
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	ckpt, err := dradevices.LoadCheckpoint(cfg.Checkpoint)
+	if cfg.BootID == nil {
+		cfg.BootID = dradevices.BootID
+	}
+	ckpt, aside, err := dradevices.OpenCheckpoint(cfg.Checkpoint, cfg.BootID(), time.Now())
 	if err != nil {
 		return nil, err
 	}
-	p := &dradevices.Preparer{Driver: cfg.Driver, Node: cfg.NodeName, CDI: cfg.CDI, Vendor: cfg.Driver, Checkpoint: ckpt, Logger: log}
+	p := &dradevices.Preparer{Driver: cfg.Driver, Node: cfg.NodeName, CDI: cfg.CDI, Vendor: cfg.Driver, Checkpoint: ckpt,
+		Logger: cfg.Logger, Grace: cfg.Grace}
 	if err := p.RestoreSpecs(); err != nil {
-		log.Error("rewriting the CDI specs of prepared claims", "error", err)
+		cfg.Logger.Error("rewriting the CDI specs of prepared claims", "error", err)
 	}
-	started := time.Now()
-	var devices dra.Devices = p
-	if cfg.OnClaim != nil {
-		devices = dradevices.Observed(p, cfg.OnClaim)
-	}
-	d, err := dra.Start(ctx, dra.Config{DriverName: cfg.Driver, NodeName: cfg.NodeName, Client: cfg.Client, Devices: devices,
-		PluginDir: cfg.PluginDir, RegistrarDir: cfg.RegistrarDir, Logger: log, OnFatal: cfg.OnFatal})
-	if err != nil {
-		return nil, err
-	}
-	log.Info("DRA front end", "driver", cfg.Driver, "checkpoint", cfg.Checkpoint, "prepared", len(ckpt.UIDs()))
-	client := cfg.Client
-	getClaim := func(ctx context.Context, namespace, name string) (*resourceapi.ResourceClaim, error) {
-		return client.ResourceV1().ResourceClaims(namespace).Get(ctx, name, metav1.GetOptions{})
-	}
-	f := &FrontEnd{node: cfg.NodeName, driver: cfg.Driver, client: client, preparer: p, publisher: d, started: started,
-		getClaim: getClaim, store: cfg.Store, registered: d.Registered, log: log, wake: make(chan struct{}, 1),
-		poolsChanged: make(chan struct{}, 1)}
-	go f.publish(ctx)
+	cfg.Logger.Info("DRA front end", "driver", cfg.Driver, "checkpoint", cfg.Checkpoint, "prepared", len(ckpt.UIDs()))
+	f := &FrontEnd{cfg: cfg, node: cfg.NodeName, driver: cfg.Driver, client: cfg.Client, preparer: p, store: cfg.Store,
+		log: cfg.Logger, aside: aside, wake: make(chan struct{}, 1), poolsChanged: make(chan struct{}, 1), started: time.Now()}
+	f.slices = dra.StartNodeSlices(ctx, cfg.Driver, cfg.NodeName, cfg.Client, f.sliceError)
+	go f.run(ctx)
 	return f, nil
 }
 
-// Registered is nil once the kubelet has registered the driver.
-func (f *FrontEnd) Registered() error { return f.registered() }
+// sliceError logs what the slice controller met; it retries every error.
+func (f *FrontEnd) sliceError(_ context.Context, err error, msg string) {
+	f.log.Error("publishing the node's ResourceSlices: "+msg, "error", err)
+}
+
+// Holds says whether a prepared claim holds pool's device dev
+// (dradevices.Preparer.Holds): discovery keeps such a device when it
+// vanishes.
+func (f *FrontEnd) Holds(pool string, dev spec.DeviceInfo) bool { return f.preparer.Holds(pool, dev) }
+
+// Registered is nil once the kubelet has registered the driver, which it
+// is asked to only once the prepared claims are rebuilt.
+func (f *FrontEnd) Registered() error {
+	f.mu.Lock()
+	registered := f.registered
+	f.mu.Unlock()
+	if registered == nil {
+		return fmt.Errorf("%w: the prepared claims are not yet rebuilt from the API server and the plugins", dra.ErrNotRegistered)
+	}
+	return registered()
+}
 
 // SetPools hands over a discovery's pools served through DRA (Split):
 // the preparer serves them at once, the kubelet is told their devices'
-// health at once, and the publishing goroutine publishes them.
+// health at once (once its plugin started), and the publishing goroutine
+// publishes them.
 func (f *FrontEnd) SetPools(pools []discovery.Pool) {
 	f.preparer.SetPools(pools)
 	if pools == nil {
 		pools = []discovery.Pool{} // discovered: none
 	}
-	f.publisher.ReportHealth(f.preparer.Health(pools, time.Now()))
 	for _, p := range pools {
 		if _, err := dradevices.DropInSettings(p.Conf); err != nil {
 			f.log.Error("serving the drop-in with the default DRA settings", "pool", p.Name, "error", err)
 		}
 	}
-	res := dradevices.Resources(f.driver, f.node, pools)
 	f.mu.Lock()
-	f.pending = &update{pools: pools, res: res}
-	f.pools = pools
-	f.published = publishedCounts(f.node, pools, res)
+	f.pools, f.discovered = pools, time.Now()
+	f.reportHealth()
 	f.mu.Unlock()
 	tell(f.wake)
 	tell(f.poolsChanged)
+}
+
+// reportHealth tells the kubelet plugin the health of the newest pools'
+// devices, unless it has not started. Called with f.mu held, so that
+// two reports never overtake each other.
+func (f *FrontEnd) reportHealth() {
+	if f.publisher != nil && f.pools != nil {
+		f.publisher.ReportHealth(f.preparer.Health(f.pools, f.discovered))
+	}
+}
+
+// Published counts the devices of each DRA pool in the node's slices as
+// last handed to the publisher, and those of them tainted: what
+// cdi_bridge_dra_devices reads.
+func (f *FrontEnd) Published() []metrics.DRAPool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.published
+}
+
+// tell sends on ch, a channel of one buffered signal, unless a signal
+// waits already.
+func tell(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// run is the front end's goroutine: it waits for the first discovery,
+// rebuilds the prepared claims, starts the kubelet plugin, then
+// publishes (publish) until ctx ends.
+func (f *FrontEnd) run(ctx context.Context) {
+	if f.aside != nil {
+		f.warnSetAside(ctx)
+	}
+	select {
+	case <-ctx.Done():
+		return
+	case <-f.wake:
+	}
+	tell(f.wake) // the first pools, to publish
+	// The store hears of every pool at the first discovery, not once the
+	// claims are rebuilt (which waits for the API server).
+	retry := f.observeAgain(ctx, f.currentPools())
+	if !f.rebuild(ctx) {
+		return
+	}
+	var devices dra.Devices = f.preparer
+	if f.cfg.OnClaim != nil {
+		devices = dradevices.Observed(f.preparer, f.cfg.OnClaim)
+	}
+	d, err := dra.Start(ctx, dra.Config{DriverName: f.driver, NodeName: f.node, Client: f.client, Devices: devices,
+		Slices: f.slices, PluginDir: f.cfg.PluginDir, RegistrarDir: f.cfg.RegistrarDir, Logger: f.log, OnFatal: f.cfg.OnFatal})
+	if err != nil {
+		f.log.Error("starting the DRA kubelet plugin", "error", err)
+		if f.cfg.OnFatal != nil {
+			f.cfg.OnFatal(err)
+		}
+		return
+	}
+	f.mu.Lock()
+	f.publisher, f.registered = d, d.Registered
+	f.reportHealth()
+	f.mu.Unlock()
+	f.log.Info("the first discovery's DRA pools handed to the slice controller", "sinceStart", time.Since(f.started))
+	f.publish(ctx, retry)
+}
+
+// observeRetry is how long after a failed Observe the shared devices'
+// sightings are recorded again, if no discovery comes first.
+const observeRetry = 5 * time.Second
+
+// publish hands the newest slices to the publisher until ctx ends: at
+// each discovery, and after each sweep that changed what the device
+// plugins' allocations hold (Sweep). Before each publish it tells the
+// store which shared devices the node sees (observeShared), and again
+// observeRetry after that failed (retry, the first time).
+//
+// It runs in a goroutine of its own because Observe, and the rebuild
+// before it, wait for the API server: the device plugins' pools, which
+// discovery hands on in the same call, must not wait with them.
+func (f *FrontEnd) publish(ctx context.Context, retry <-chan time.Time) {
+	sweep := time.NewTicker(orDefault(f.cfg.SweepPeriod, 30*time.Second))
+	defer sweep.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-retry:
+			retry = f.observeAgain(ctx, f.currentPools())
+			continue
+		case <-sweep.C:
+			if !f.sweep(ctx) {
+				continue
+			}
+		case <-f.wake:
+		}
+		pools := f.currentPools()
+		retry = f.observeAgain(ctx, pools)
+		res := dradevices.Resources(f.driver, f.node, pools, f.preparer.Withheld())
+		counts := publishedCounts(f.node, pools, res)
+		f.mu.Lock()
+		f.published = counts
+		f.mu.Unlock()
+		if err := f.publisher.PublishResources(ctx, res); err != nil {
+			f.log.Error("publishing ResourceSlices", "error", err)
+		}
+	}
 }
 
 // publishedCounts counts the devices of each of pools in res, and those
@@ -183,63 +313,24 @@ func publishedCounts(node string, pools []discovery.Pool, res resourceslice.Driv
 	return out
 }
 
-// Published counts the devices of each DRA pool in the node's slices as
-// last handed to the publisher, and those of them tainted: what
-// cdi_bridge_dra_devices reads.
-func (f *FrontEnd) Published() []metrics.DRAPool {
+func (f *FrontEnd) currentPools() []discovery.Pool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.published
+	return f.pools
 }
 
-// tell sends on ch, a channel of one buffered signal, unless a signal
-// waits already.
-func tell(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
+// observeAgain is observeShared, and a timer for the next try when it
+// failed, else nil.
+func (f *FrontEnd) observeAgain(ctx context.Context, pools []discovery.Pool) <-chan time.Time {
+	if f.observeShared(ctx, pools) {
+		return time.After(observeRetry)
 	}
+	return nil
 }
 
-// publish hands the newest slices to the publisher until ctx ends. It is
-// a goroutine of its own because the library's first publish waits for
-// its informer of the node's slices, which waits for the API server (for
-// ever, while RBAC forbids the list): the device plugins' pools, which
-// discovery hands on in the same call, must not wait with it.
-//
-// With the first discovery's pools set, it also starts the release of
-// the checkpoint's claims that are gone (dradevices.Preparer.ReleaseGone).
-// Before each publish it tells the store which shared devices the node
-// sees (observeShared).
-func (f *FrontEnd) publish(ctx context.Context) {
-	first := true
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-f.wake:
-		}
-		f.mu.Lock()
-		res := f.pending
-		f.pending = nil
-		f.mu.Unlock()
-		if res == nil {
-			continue
-		}
-		if first {
-			first = false
-			// The slice controller, started with the driver, publishes
-			// at once if it started at least a second before.
-			f.log.Info("the first discovery's DRA pools handed to the publisher", "sinceDriverStart", time.Since(f.started))
-			go func() {
-				if err := f.preparer.ReleaseGone(ctx, f.getClaim); err != nil {
-					f.log.Error("releasing the claims gone while the bridge was down; the kubelet's unprepare or the next start will", "error", err)
-				}
-			}()
-		}
-		f.observeShared(ctx, res.pools)
-		if err := f.publisher.PublishResources(ctx, res.res); err != nil {
-			f.log.Error("publishing ResourceSlices", "error", err)
-		}
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
 	}
+	return def
 }

@@ -3,26 +3,33 @@ package drafront
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	kwait "k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/cdiexec/cdi/bridge/cdispec"
 	"github.com/cdiexec/cdi/bridge/discovery"
+	"github.com/cdiexec/cdi/bridge/dra"
 	"github.com/cdiexec/cdi/bridge/dradevices"
 	"github.com/cdiexec/cdi/bridge/instance/local"
 	"github.com/cdiexec/cdi/bridge/internal/testing/apitest"
 	"github.com/cdiexec/cdi/bridge/internal/testing/kubelettest"
 	"github.com/cdiexec/cdi/bridge/internal/testing/schedtest"
 	"github.com/cdiexec/cdi/plugins/exectest"
+	"github.com/cdiexec/cdi/spec"
+	"github.com/cdiexec/cdi/spec/invoke"
 )
 
 // wait bounds the tests' waits for the API server and the plugins.
@@ -84,10 +91,15 @@ func (r *rig) discover(t *testing.T) []discovery.Pool {
 	return pools
 }
 
-// Against a real API server, as a user with the shipped DRA role only:
-// the pools handed over are published in the node's slices, the driver's
-// registration socket is served, and a claim prepared before the start
-// that the API server no longer has is unprepared, its spec removed.
+// Against a real API server, as a user with the shipped DRA RBAC only,
+// and the kubelet's PodResources: a checkpoint cut short is set aside
+// (kept, a Warning Event of the Node, OnSetAside told) and does not stop
+// the front end; once the first discovery has set the pools, the claims
+// are rebuilt before the driver registers: a claim the API server has
+// allocated here and reserved is prepared again (the plugin holds it,
+// the checkpoint records it, its CDI spec is written), an ADD of a claim
+// the API server no longer has is released; then the node's slice is
+// published and the driver's registration socket served.
 func TestFrontEnd(t *testing.T) {
 	env := apitest.Start(t, apitest.Options{Users: []apitest.User{{Name: "bridge"}}})
 	admin, err := kubernetes.NewForConfig(env.Config)
@@ -98,6 +110,7 @@ func TestFrontEnd(t *testing.T) {
 	if _, err := admin.CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	running := allocatedClaim(t, admin, "running", "n1/tty-generic", "tty43")
 	cfg, err := env.ConfigFor("bridge")
 	if err != nil {
 		t.Fatal(err)
@@ -107,38 +120,100 @@ func TestFrontEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := newRig(t)
-	gone := filepath.Join(r.cdiDir, dradevices.SpecFile("gone"))
-	writeFile(t, r.checkpoint, `{"version":1,"claims":{"gone":{"namespace":"ns","name":"gone","devices":[`+
-		`{"request":"r","pool":"tty-generic","device":"tty43","id":"tty43","resource":"tty","requestId":"gone-0"}]}}}`)
-	writeFile(t, gone, `{"cdiVersion":"0.3.0","kind":"cdi.test/claim","devices":[]}`)
-
-	f, err := Start(t.Context(), r.config(t, client))
+	writeFile(t, r.checkpoint, `{"version":1,"claims":{"gone":{"namespace":"ns","name":"gone","devi`)
+	pools := r.discover(t)
+	addAs(t, pools[0], "0f1e2d3c-gone-0", "tty44")
+	var setAside []string
+	c := r.config(t, client)
+	_, c.Kubelet = kubelettest.StartPodResources(t)
+	c.OnSetAside = func(reason string) { setAside = append(setAside, reason) }
+	f, err := Start(t.Context(), c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, viaDRA := Split(r.discover(t), ParsePools("tty-generic"))
+	if err := f.Registered(); !errors.Is(err, dra.ErrNotRegistered) {
+		t.Errorf("before the first discovery Registered = %v, want ErrNotRegistered", err)
+	}
+	_, viaDRA := Split(pools, ParsePools("tty-generic"))
 	f.SetPools(viaDRA)
-	err = kwait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, wait, true, func(ctx context.Context) (bool, error) {
-		l, err := admin.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: "spec.driver=cdi.test"})
-		if err != nil || len(l.Items) != 1 {
-			return false, nil
-		}
-		s := l.Items[0].Spec
-		return s.Pool.Name == "n1/tty-generic" && len(s.Devices) == 2, nil
+	waitFor(t, "the registration socket", func() bool {
+		_, err := os.Stat(filepath.Join(r.registrarDir, "cdi.test-reg.sock"))
+		return err == nil
 	})
-	if err != nil {
-		t.Errorf("the node's slice of its two terminals: %v", err)
+	ckpt, err := dradevices.LoadCheckpoint(r.checkpoint)
+	if err != nil || fmt.Sprint(ckpt.UIDs()) != fmt.Sprint([]types.UID{running.UID}) {
+		t.Errorf("when the driver registers, the checkpoint records %v (%v), want the running claim's %s", ckpt.UIDs(), err, running.UID)
 	}
-	err = kwait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, wait, true, func(context.Context) (bool, error) {
-		c, err := dradevices.LoadCheckpoint(r.checkpoint)
-		_, statErr := os.Stat(gone)
-		return err == nil && len(c.UIDs()) == 0 && errors.Is(statErr, os.ErrNotExist), nil
+	if got := fmt.Sprint(listed(t, pools[0])); got != fmt.Sprint([]string{string(running.UID) + "-0"}) {
+		t.Errorf("when the driver registers, the plugin holds %s, want the running claim's ADD alone", got)
+	}
+	if _, err := os.Stat(filepath.Join(r.cdiDir, dradevices.SpecFile(running.UID))); err != nil {
+		t.Errorf("the running claim's CDI spec: %v", err)
+	}
+	asides, _ := filepath.Glob(r.checkpoint + ".unreadable-*")
+	if len(asides) != 1 || fmt.Sprint(setAside) != "[unreadable]" {
+		t.Errorf("set aside as %v, told %v; want one file kept, told unreadable", asides, setAside)
+	}
+	waitFor(t, "the Warning Event", func() bool {
+		l, err := admin.EventsV1().Events(metav1.NamespaceDefault).List(t.Context(), metav1.ListOptions{})
+		return err == nil && len(l.Items) == 1 && l.Items[0].Regarding.Name == "n1" && l.Items[0].Type == corev1.EventTypeWarning
 	})
+	waitFor(t, "the node's slice of its two terminals", func() bool {
+		l, err := admin.ResourceV1().ResourceSlices().List(t.Context(), metav1.ListOptions{FieldSelector: "spec.driver=cdi.test"})
+		return err == nil && len(l.Items) == 1 && l.Items[0].Spec.Pool.Name == "n1/tty-generic" && len(l.Items[0].Spec.Devices) == 2
+	})
+}
+
+// allocatedClaim creates a claim in namespace default, allocated with
+// device of pool and reserved for a pod.
+func allocatedClaim(t *testing.T, client kubernetes.Interface, name, pool, device string) *resourceapi.ResourceClaim {
+	t.Helper()
+	claims := client.ResourceV1().ResourceClaims(metav1.NamespaceDefault)
+	c, err := claims.Create(t.Context(), &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+			Name: "tty", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "tty.cdi.local"}}}}}}, metav1.CreateOptions{})
 	if err != nil {
-		t.Errorf("the deleted claim is still prepared: %v", err)
+		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(r.registrarDir, "cdi.test-reg.sock")); err != nil {
-		t.Errorf("the DRA driver's registration socket: %v", err)
+	c.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{
+		Results: []resourceapi.DeviceRequestAllocationResult{{Request: "tty", Driver: "cdi.test", Pool: pool, Device: device}}}}
+	c.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: "p", UID: "0a1b2c3d"}}
+	if c, err = claims.UpdateStatus(t.Context(), c, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// addAs runs ADD pinned to device on pool's plugin, as a claim's Prepare
+// before the checkpoint was lost would have.
+func addAs(t *testing.T, pool discovery.Pool, requestID, device string) {
+	t.Helper()
+	req, _ := spec.ParseRequest(pool.Resource + ":1")
+	if _, err := pool.Plugin.Add(t.Context(), invoke.AddRequest{Request: req, RequestID: requestID, Devices: []string{device}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// listed is the request-ids pool's plugin holds, sorted.
+func listed(t *testing.T, pool discovery.Pool) []string {
+	t.Helper()
+	l, err := pool.Plugin.List(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, a := range l.Allocations {
+		ids = append(ids, a.RequestID)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func waitFor(t *testing.T, what string, done func() bool) {
+	t.Helper()
+	err := kwait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, wait, true, func(context.Context) (bool, error) { return done(), nil })
+	if err != nil {
+		t.Errorf("%s: %v", what, err)
 	}
 }
 
@@ -151,9 +226,9 @@ func TestStartRefuses(t *testing.T) {
 		edit func(*Config)
 		want error
 	}{
-		"no client":                    {func(c *Config) { c.Client = nil }, ErrConfig},
-		"no store":                     {func(c *Config) { c.Store = nil }, ErrConfig},
-		"a checkpoint that is no file": {func(c *Config) { c.Checkpoint = "/" }, dradevices.ErrCheckpoint},
+		"no client": {func(c *Config) { c.Client = nil }, ErrConfig},
+		"no store":  {func(c *Config) { c.Store = nil }, ErrConfig},
+		"a checkpoint that cannot be moved aside": {func(c *Config) { c.Checkpoint = "/" }, dradevices.ErrCheckpoint},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg := good

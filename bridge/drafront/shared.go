@@ -43,33 +43,45 @@ func sharedSeen(node string, p discovery.Pool) []instance.Instance {
 // observeShared tells the store which shared devices of the DRA pools
 // this node sees, and that it sees none of a pool gone since the last
 // call, so that the leader publishes them with this node in their node
-// selectors. A pool without shared devices is not recorded, unless it
-// had some before. Called by the publishing goroutine only.
-func (f *FrontEnd) observeShared(ctx context.Context, pools []discovery.Pool) {
-	now := map[string]bool{}
+// selectors. A pool without shared devices is not recorded, unless it had
+// some before, or this is the front end's first call: after a restart
+// every pool is recorded, since the node's sightings of before are not
+// known. An Observe that fails is tried again at the next call, whatever
+// the pool has then; failed says one did. Called by the publishing
+// goroutine only.
+func (f *FrontEnd) observeShared(ctx context.Context, pools []discovery.Pool) (failed bool) {
+	first := f.observed == nil
+	next := map[string]bool{} // the pools to record at the next call
+	served := map[string]bool{}
 	for _, p := range pools {
+		served[p.Name] = true
 		seen := sharedSeen(f.node, p)
-		if len(seen) == 0 && !f.observed[p.Name] {
+		if len(seen) == 0 && !first && !f.observed[p.Name] {
 			continue
 		}
-		now[p.Name] = len(seen) > 0
 		if err := f.store.Observe(ctx, f.node, p.Name, seen); err != nil {
-			f.log.Error("recording the shared devices of a DRA pool", "pool", p.Name, "error", err)
+			f.log.Error("recording the shared devices of a DRA pool; trying again", "pool", p.Name, "error", err)
+			failed, next[p.Name] = true, true
+			continue
 		}
+		next[p.Name] = len(seen) > 0
 	}
 	for name := range f.observed {
-		if _, ok := now[name]; !ok {
-			if err := f.store.Observe(ctx, f.node, name, nil); err != nil {
-				f.log.Error("recording a DRA pool gone", "pool", name, "error", err)
-			}
+		if served[name] {
+			continue
+		}
+		if err := f.store.Observe(ctx, f.node, name, nil); err != nil {
+			f.log.Error("recording a DRA pool gone; trying again", "pool", name, "error", err)
+			failed, next[name] = true, true
 		}
 	}
 	f.observed = map[string]bool{}
-	for name, seen := range now {
-		if seen {
+	for name, again := range next {
+		if again {
 			f.observed[name] = true
 		}
 	}
+	return failed
 }
 
 // changeSource is a store that says when it changed (kube.Store).

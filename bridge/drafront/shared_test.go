@@ -149,4 +149,6 @@ type leaderStore struct{ *local.Store }
 
 func (leaderStore) ForgetNode(context.Context, string) (int, error) { return 0, nil }
 
+func (leaderStore) Nodes(context.Context) ([]string, error) { return nil, nil }
+
 func (leaderStore) PruneUnseen(context.Context, time.Duration, time.Time) (int, error) { return 0, nil }

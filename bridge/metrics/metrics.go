@@ -33,6 +33,7 @@ type Metrics struct {
 	exec          *prometheus.HistogramVec
 	registrations *prometheus.CounterVec
 	deviceEvents  prometheus.Histogram
+	setAside      *prometheus.CounterVec
 	dra           *draMetrics
 }
 
@@ -59,6 +60,10 @@ func New(version string) *Metrics {
 			Help:    "Time from a device directory event (a device node appeared or vanished) until the kubelet was sent each device list it changed.",
 			Buckets: eventBuckets(),
 		}),
+		setAside: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "dra_checkpoint_set_aside_total",
+			Help: "DRA checkpoints moved aside at start, by reason (unreadable, previous-boot): the prepared claims were rebuilt from the API server and the plugins.",
+		}, []string{"reason"}),
 		dra: newDRAMetrics(),
 	}
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
@@ -66,7 +71,7 @@ func New(version string) *Metrics {
 		ConstLabels: prometheus.Labels{"version": version},
 	})
 	buildInfo.Set(1)
-	m.Registry.MustRegister(m.allocations, m.exec, m.registrations, m.deviceEvents, buildInfo,
+	m.Registry.MustRegister(m.allocations, m.exec, m.registrations, m.deviceEvents, m.setAside, buildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.Registry.MustRegister(m.dra.collectors()...)
 	return m
@@ -95,6 +100,11 @@ func (m *Metrics) Registration(resource string, err error) {
 // changed reached the kubelet.
 func (m *Metrics) DeviceEvent(took time.Duration) {
 	m.deviceEvents.Observe(took.Seconds())
+}
+
+// DRACheckpointSetAside counts a DRA checkpoint moved aside, by reason.
+func (m *Metrics) DRACheckpointSetAside(reason string) {
+	m.setAside.WithLabelValues(reason).Inc()
 }
 
 // SkippedDropIns exports count, how many drop-ins (or pools of one) the

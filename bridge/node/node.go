@@ -101,6 +101,10 @@ type Node struct {
 	// registered is, per running device plugin, whether its last
 	// registration attempt with the kubelet succeeded.
 	registered map[string]bool
+	// heldElsewhere is, by pool, the devices that allocations of no slot
+	// of this node hold (reclaim.Plugins.HeldElsewhere): offered as
+	// unhealthy.
+	heldElsewhere map[string]map[string]bool
 	// poolLevelOnly names the pools offered at the Configuration level
 	// only (MaxInstanceLevel), so that each is logged once.
 	poolLevelOnly map[string]bool
@@ -124,7 +128,8 @@ func New(cfg Config) *Node {
 		alloc: &allocator{Store: cfg.Store, Timeout: cfg.ExecTimeout, Prefix: cfg.Domain, Logger: cfg.Logger},
 		pools: map[string]discovery.Pool{}, instances: map[string]instance.Instance{},
 		running: map[string]bool{}, registered: map[string]bool{}, poolLevelOnly: map[string]bool{},
-		eventAt: map[string]time.Time{},
+		heldElsewhere: map[string]map[string]bool{},
+		eventAt:       map[string]time.Time{},
 	}
 	n.plugins = &deviceplugin.Plugins{Dir: cfg.DevicePluginDir, Logger: cfg.Logger, PollInterval: cfg.KubeletPoll,
 		OnRegister: n.onRegister}
@@ -206,11 +211,8 @@ func (n *Node) refresh(ctx context.Context) {
 		n.storeFailure.Succeeded(n.log(), "reading the instance store works again")
 	}
 	n.mu.Lock()
-	if err == nil {
-		n.instances = make(map[string]instance.Instance, len(all))
-		for _, in := range all {
-			n.instances[in.Name] = in
-		}
+	if lacking := instance.Lacking(err); err == nil || lacking != nil {
+		n.instances = withListed(n.instances, all, lacking)
 	}
 	changed := n.rebuildViews()
 	if !n.poolsEvent.IsZero() && n.cfg.OnDeviceEvent != nil {
@@ -223,6 +225,24 @@ func (n *Node) refresh(ctx context.Context) {
 	n.poolsEvent = time.Time{}
 	n.mu.Unlock()
 	n.streams.Notify(changed...)
+}
+
+// withListed is the Instances of listed by name, and of old those of the
+// pools lacking from listed (a partial list: instance.Lacking), which
+// keep what was read of them last.
+func withListed(old map[string]instance.Instance, listed []instance.Instance, lacking map[string]bool) map[string]instance.Instance {
+	out := make(map[string]instance.Instance, len(listed))
+	for name, in := range old {
+		if lacking[in.Config] {
+			out[name] = in
+		}
+	}
+	for _, in := range listed {
+		if !lacking[in.Config] {
+			out[in.Name] = in
+		}
+	}
+	return out
 }
 
 // sent is told that resource's stream sent the kubelet a list; the first

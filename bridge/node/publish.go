@@ -8,6 +8,8 @@ import (
 	"github.com/cdiexec/cdi/bridge/deviceplugin"
 	"github.com/cdiexec/cdi/bridge/discovery"
 	"github.com/cdiexec/cdi/bridge/instance"
+	"github.com/cdiexec/cdi/bridge/reclaim"
+	"github.com/cdiexec/cdi/spec"
 )
 
 // Publish records a discovery result, the pools this node serves through
@@ -36,9 +38,16 @@ func (n *Node) Publish(ctx context.Context, u discovery.Update) {
 			gone = append(gone, name)
 		}
 	}
+	var added []discovery.Pool
+	for name, p := range next {
+		if _, ok := n.pools[name]; !ok {
+			added = append(added, p)
+		}
+	}
 	n.pools, n.cdiNamed, n.poolsEvent = next, named, u.Event
 	n.ready = true
 	n.mu.Unlock()
+	n.holdForeign(ctx, added)
 	for _, name := range gone {
 		if err := n.cfg.Store.Observe(ctx, n.cfg.NodeName, name, nil); err != nil {
 			n.log().Error("recording a vanished pool", "pool", name, "error", err)
@@ -46,6 +55,51 @@ func (n *Node) Publish(ctx context.Context, u discovery.Update) {
 	}
 	n.refresh(ctx)
 	n.reconcilePlugins(ctx)
+}
+
+// holdForeign marks, for pools the node did not serve before, the devices
+// that allocations of no slot of this node hold as held elsewhere, before
+// their device plugins start: a pool that moved from DRA under running
+// pods must not offer its claims' devices until slot reclaim, which asks
+// the kubelet what its containers hold, has decided (reclaim.Foreign).
+// Where the store cannot say which slots are the node's (its list lacks
+// the pool, or fails), every allocation is taken for another's until
+// reclaim can tell. A drop-in whose plugin cannot LIST marks nothing.
+func (n *Node) holdForeign(ctx context.Context, pools []discovery.Pool) {
+	if len(pools) == 0 {
+		return
+	}
+	all, err := n.cfg.Store.List(ctx)
+	own := map[string]bool{}
+	if lacking := instance.Lacking(err); err == nil || lacking != nil {
+		for _, s := range reclaim.Claimed(all, n.cfg.NodeName, n.cfg.Domain) {
+			if !lacking[s.Pool] {
+				own[s.Claim.Slot] = true
+			}
+		}
+	}
+	byDropIn := map[string][]discovery.Pool{}
+	for _, p := range pools {
+		byDropIn[p.Conf.Path] = append(byDropIn[p.Conf.Path], p)
+	}
+	for _, group := range byDropIn {
+		l, err := group[0].Plugin.List(ctx)
+		if err != nil {
+			continue
+		}
+		var foreign []spec.Allocation
+		for _, a := range l.Allocations {
+			if !own[a.RequestID] {
+				foreign = append(foreign, a)
+			}
+		}
+		held := reclaim.Devices(foreign)
+		n.mu.Lock()
+		for _, p := range group {
+			n.heldElsewhere[p.Name] = held
+		}
+		n.mu.Unlock()
+	}
 }
 
 // writeSpecs writes the pools' CDI spec files and returns, per pool, the

@@ -77,7 +77,7 @@ func (n *Node) newView(p discovery.Pool, instances []instance.Instance) *view {
 	for i := range v.instances {
 		in := &v.instances[i]
 		v.index[in.Name] = i
-		if d, seen := v.devices[in.DeviceID]; !seen || !d.Healthy {
+		if d, seen := v.devices[in.DeviceID]; !seen || !d.Healthy || n.heldElsewhere[p.Name][in.DeviceID] {
 			unhealthy[in.Name] = true
 		}
 		if nodes := v.numa(in); len(nodes) > 0 {

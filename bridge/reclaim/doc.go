@@ -10,4 +10,11 @@
 // still valid. A slot that reappears within the grace is kept: the
 // kubelet lists a pod's devices from admission on, but a restart of the
 // kubelet may hide them for a moment.
+//
+// A plugin's allocations that no slot of this node names are another
+// front end's (a DRA claim's, its pool moved to the device plugins under
+// a running pod) or another caller's: GC keeps them while a container
+// holds them (Reclaimer.OthersHeld, from the claims' CDI names the
+// kubelet lists) and for the grace after (Foreign), and their devices are
+// not offered meanwhile (Plugins.HeldElsewhere).
 package reclaim

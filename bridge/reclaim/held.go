@@ -34,30 +34,74 @@ func Dial(socket string) (*grpc.ClientConn, podresourcesapi.PodResourcesListerCl
 	return conn, podresourcesapi.NewPodResourcesListerClient(conn), nil
 }
 
+// Pods is what the kubelet's containers hold of one domain's resources:
+// the device plugins' devices, and the DRA driver's claims.
+type Pods struct {
+	// Devices are, per resource <domain>/..., the device ids containers
+	// hold.
+	Devices Held
+	// Claims are the driver's claims containers hold, as
+	// <namespace>/<name>.
+	Claims map[string]bool
+	// CDIDevices are the qualified CDI names that the driver's claims
+	// give the containers.
+	CDIDevices map[string]bool
+}
+
 // ListHeld asks the kubelet which device ids of the resources under
 // domain ("<domain>/...") its containers hold.
 func ListHeld(ctx context.Context, l Lister, domain string) (Held, error) {
+	pods, err := ListPods(ctx, l, domain)
+	if err != nil {
+		return nil, err
+	}
+	return pods.Devices, nil
+}
+
+// ListPods asks the kubelet what its containers hold of the device
+// plugins' resources under domain and of the claims of the DRA driver of
+// that name.
+func ListPods(ctx context.Context, l Lister, domain string) (*Pods, error) {
 	resp, err := l.List(ctx, &podresourcesapi.ListPodResourcesRequest{})
 	if err != nil {
 		return nil, fmt.Errorf("listing pod resources: %w", err)
 	}
-	held := Held{}
+	pods := &Pods{Devices: Held{}, Claims: map[string]bool{}, CDIDevices: map[string]bool{}}
 	for _, pod := range resp.GetPodResources() {
 		for _, c := range pod.GetContainers() {
-			for _, d := range c.GetDevices() {
-				if !strings.HasPrefix(d.GetResourceName(), domain+"/") {
-					continue
-				}
-				ids := held[d.GetResourceName()]
-				if ids == nil {
-					ids = map[string]bool{}
-					held[d.GetResourceName()] = ids
-				}
-				for _, id := range d.GetDeviceIds() {
-					ids[id] = true
-				}
+			pods.addDevices(c.GetDevices(), domain)
+			pods.addClaims(c.GetDynamicResources(), domain)
+		}
+	}
+	return pods, nil
+}
+
+func (p *Pods) addDevices(devices []*podresourcesapi.ContainerDevices, domain string) {
+	for _, d := range devices {
+		if !strings.HasPrefix(d.GetResourceName(), domain+"/") {
+			continue
+		}
+		ids := p.Devices[d.GetResourceName()]
+		if ids == nil {
+			ids = map[string]bool{}
+			p.Devices[d.GetResourceName()] = ids
+		}
+		for _, id := range d.GetDeviceIds() {
+			ids[id] = true
+		}
+	}
+}
+
+func (p *Pods) addClaims(claims []*podresourcesapi.DynamicResource, driver string) {
+	for _, claim := range claims {
+		for _, r := range claim.GetClaimResources() {
+			if r.GetDriverName() != driver {
+				continue
+			}
+			p.Claims[claim.GetClaimNamespace()+"/"+claim.GetClaimName()] = true
+			for _, d := range r.GetCdiDevices() {
+				p.CDIDevices[d.GetName()] = true
 			}
 		}
 	}
-	return held, nil
 }

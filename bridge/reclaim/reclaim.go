@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -27,6 +28,12 @@ type Plugins interface {
 	// GC releases every allocation outside valid of the plugin (one
 	// drop-in, one state) that serves pools.
 	GC(ctx context.Context, pools []string, valid []string) error
+	// List lists the allocations of the plugin that serves pools.
+	List(ctx context.Context, pools []string) ([]spec.Allocation, error)
+	// HeldElsewhere is told, after each pass, the devices of pools (by
+	// inventory id) that allocations not of this node's slots hold: they
+	// are not free, and are not offered.
+	HeldElsewhere(pools []string, devices map[string]bool)
 	// Pools names the pools this node serves, grouped by the drop-in that
 	// serves them: the pools of one drop-in (a generic plugin's groups)
 	// share its state, so GC must be told the valid slots of all of them
@@ -47,9 +54,18 @@ type Reclaimer struct {
 	// Lock, if set, is held for each pass. The node's Allocate holds it
 	// shared, so that no slot is claimed or set up while a pass decides
 	// what is unused and releases it.
-	Lock   sync.Locker
-	Now    func() time.Time
-	Logger *slog.Logger
+	Lock sync.Locker
+	// OthersHeld, if set, says whether a container holds the allocation
+	// requestID that another front end made (a DRA claim's, by the CDI
+	// names of pods): such an allocation in a drop-in of this node's is
+	// kept, and its device not offered, until no container has held it
+	// for the grace. Without it only the grace keeps one.
+	OthersHeld func(pods *Pods, requestID string) bool
+	Now        func() time.Time
+	Logger     *slog.Logger
+
+	// foreign is each drop-in's Foreign, by its first pool.
+	foreign map[string]*Foreign
 }
 
 // Run reclaims every period until ctx ends. Errors are logged, the same
@@ -86,17 +102,23 @@ func (r *Reclaimer) Once(ctx context.Context) error {
 		r.Lock.Lock()
 		defer r.Lock.Unlock()
 	}
-	held, err := ListHeld(ctx, r.Lister, r.Domain)
+	pods, err := ListPods(ctx, r.Lister, r.Domain)
 	if err != nil {
 		return err
 	}
+	held := pods.Devices
 	all, err := r.Store.List(ctx)
-	if err != nil {
+	lacking := instance.Lacking(err)
+	if err != nil && lacking == nil {
 		return fmt.Errorf("reading the instance store: %w", err)
+	}
+	var errs []error
+	if err != nil {
+		// A partial list: the other pools are reclaimed, these wait.
+		errs = append(errs, fmt.Errorf("reading the instance store, the drop-ins of the pools it lacks are not told what stays valid: %w", err))
 	}
 	claimed := Claimed(all, r.Node, r.Domain)
 	released := map[instance.Claim]bool{}
-	var errs []error
 	for _, s := range r.Tracker.Due(r.now(), claimed, held) {
 		if err := r.release(ctx, s); err != nil {
 			errs = append(errs, err)
@@ -104,7 +126,7 @@ func (r *Reclaimer) Once(ctx context.Context) error {
 		}
 		released[s.Claim] = true
 	}
-	errs = append(errs, r.gc(ctx, claimed, released))
+	errs = append(errs, r.gc(ctx, pods, claimed, released, lacking))
 	return errors.Join(errs...)
 }
 
@@ -125,30 +147,77 @@ func (r *Reclaimer) release(ctx context.Context, s Slot) error {
 }
 
 // gc tells each drop-in's plugin which request-ids (slot ids) this node
-// still claims in its pools, cleaning what a lost DEL left behind.
-func (r *Reclaimer) gc(ctx context.Context, claimed []Slot, released map[instance.Claim]bool) error {
+// still claims in its pools, cleaning what a lost DEL left behind; not
+// that of a drop-in one of whose pools the store's list lacks, which
+// cannot be told. The plugin's other allocations (another front end's,
+// another caller's) are kept while a container holds them and for the
+// grace after (Foreign), and their devices are told to the node as held
+// elsewhere. A drop-in whose plugin cannot LIST is not collected.
+func (r *Reclaimer) gc(ctx context.Context, pods *Pods, claimed []Slot, released map[instance.Claim]bool, lacking map[string]bool) error {
 	groups := r.Plugins.Pools()
 	group := map[string]int{} // pool to its index in groups
-	valid := make([][]string, len(groups))
+	own := make([]map[string]bool, len(groups))
 	for i, pools := range groups {
-		valid[i] = []string{}
+		own[i] = map[string]bool{}
 		for _, p := range pools {
 			group[p] = i
 		}
 	}
 	for _, s := range claimed {
 		if i, ok := group[s.Pool]; ok && !released[s.Claim] {
-			valid[i] = append(valid[i], s.Claim.Slot)
+			own[i][s.Claim.Slot] = true
 		}
 	}
 	var errs []error
 	for i, pools := range groups {
-		sort.Strings(valid[i])
-		if err := r.Plugins.GC(ctx, pools, valid[i]); err != nil {
+		if slices.ContainsFunc(pools, func(p string) bool { return lacking[p] }) {
+			continue
+		}
+		if err := r.gcGroup(ctx, pods, pools, own[i]); err != nil {
 			errs = append(errs, fmt.Errorf("GC of pools %v: %w", pools, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// gcGroup collects the plugin of pools, of which own are this node's
+// slots.
+func (r *Reclaimer) gcGroup(ctx context.Context, pods *Pods, pools []string, own map[string]bool) error {
+	allocs, err := r.Plugins.List(ctx, pools)
+	if err != nil {
+		return err
+	}
+	held := func(id string) bool { return r.OthersHeld != nil && r.OthersHeld(pods, id) }
+	keep, release := r.foreignOf(pools).Sort(r.now(), allocs, func(id string) bool { return own[id] }, held)
+	valid := []string{}
+	for id := range own {
+		valid = append(valid, id)
+	}
+	for _, a := range keep {
+		valid = append(valid, a.RequestID)
+	}
+	sort.Strings(valid)
+	if err := r.Plugins.GC(ctx, pools, valid); err != nil {
+		return err
+	}
+	r.Plugins.HeldElsewhere(pools, Devices(keep))
+	for _, a := range release {
+		r.log().Info("released an allocation of no slot of this node that no container holds", "pools", pools, "requestId", a.RequestID)
+	}
+	return nil
+}
+
+// foreignOf is the Foreign of the drop-in of pools.
+func (r *Reclaimer) foreignOf(pools []string) *Foreign {
+	if r.foreign == nil {
+		r.foreign = map[string]*Foreign{}
+	}
+	f, ok := r.foreign[pools[0]]
+	if !ok {
+		f = &Foreign{Grace: r.Tracker.grace}
+		r.foreign[pools[0]] = f
+	}
+	return f
 }
 
 func (r *Reclaimer) now() time.Time {

@@ -48,12 +48,31 @@ func serve(t *testing.T) (kubelet, podresourcesapi.PodResourcesListerClient) {
 	return k, client
 }
 
-// plugins records DEL and GC; delErr is what DEL answers.
+// plugins records DEL and GC; delErr is what DEL answers, allocs what
+// LIST answers, by the pools' first.
 type plugins struct {
 	mu     sync.Mutex
 	dels   []string
 	gcs    map[string][]string
 	delErr error
+	allocs map[string][]spec.Allocation
+	// elsewhere is what HeldElsewhere was last told, by the pools.
+	elsewhere map[string]map[string]bool
+}
+
+func (p *plugins) List(_ context.Context, pools []string) ([]spec.Allocation, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.allocs[pools[0]], nil
+}
+
+func (p *plugins) HeldElsewhere(pools []string, devices map[string]bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.elsewhere == nil {
+		p.elsewhere = map[string]map[string]bool{}
+	}
+	p.elsewhere[strings.Join(pools, ",")] = devices
 }
 
 func (p *plugins) Del(_ context.Context, pool, id string) error {
@@ -172,5 +191,44 @@ func TestKubeletDown(t *testing.T) {
 	defer cancel()
 	if err := r.Once(ctx); err == nil {
 		t.Fatal("a pass without a kubelet succeeded")
+	}
+}
+
+// partial is a store whose List lacks one pool, as the Kubernetes store's
+// does while that pool's first list has not come.
+type partial struct {
+	instance.Store
+	lacks string
+}
+
+func (p partial) List(ctx context.Context) ([]instance.Instance, error) {
+	all, err := p.Store.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := slices.DeleteFunc(all, func(in instance.Instance) bool { return in.Config == p.lacks })
+	return out, &instance.IncompleteError{Pools: []string{p.lacks}, Err: errors.New("not listed yet")}
+}
+
+// A pool not listed yet (gpu) leaves the other pools' reclaim alone: the
+// slot due is released and the cameras' drop-in is told what stays valid;
+// the GPUs' drop-in, whose claims cannot be told, is not told anything.
+func TestReclaimWithAPoolNotListed(t *testing.T) {
+	r, k, p, now, store := setup(t)
+	r.Store = partial{Store: store, lacks: "gpu"}
+	ctx := context.Background()
+	k.set(map[string][]string{"cdi.local/cam-1": {"cam-1-0"}})
+	if err := r.Once(ctx); !errors.Is(err, instance.ErrIncomplete) {
+		t.Fatalf("Once with a pool not listed: %v, want ErrIncomplete", err)
+	}
+	*now = now.Add(time.Minute)
+	if err := r.Once(ctx); !errors.Is(err, instance.ErrIncomplete) {
+		t.Fatalf("Once with a pool not listed: %v, want ErrIncomplete", err)
+	}
+	if u := usage(t, store); !slices.Equal(p.dels, []string{"cam/cam-1-1"}) || u["cam-1-1"] != "" {
+		t.Fatalf("DELs %v, usage %v; want cam-1-1 released", p.dels, u)
+	}
+	if _, ok := p.gcs["gpu"]; ok || !slices.Equal(p.gcs["cam,mic"], []string{"cam-1-0"}) {
+		t.Fatalf("GC valid sets %v, want cam,mic: [cam-1-0] and no GC of the pool not listed", p.gcs)
 	}
 }

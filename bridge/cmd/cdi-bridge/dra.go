@@ -11,15 +11,17 @@ import (
 	"github.com/cdiexec/cdi/bridge/instance"
 	"github.com/cdiexec/cdi/bridge/metrics"
 	"github.com/cdiexec/cdi/bridge/node"
+	"github.com/cdiexec/cdi/bridge/reclaim"
 	"github.com/cdiexec/cdi/spec"
 )
 
 // startDRA starts the DRA front end when --dra-pools names any pool, else
 // returns nil. It stops when ctx ends; onFatal is told of an error its
-// kubelet plugin cannot recover from. store is the node's Instance store;
-// m gets its claims and devices.
-func startDRA(ctx context.Context, o *options, api *kubeAccess, store instance.Store, m *metrics.Metrics, log *slog.Logger,
-	onFatal func(error)) (*drafront.FrontEnd, error) {
+// kubelet plugin cannot recover from. store is the node's Instance store,
+// podResources the kubelet's PodResources API (nil: off); m gets its
+// checkpoint's fate, its claims and its devices.
+func startDRA(ctx context.Context, o *options, api *kubeAccess, store instance.Store, podResources reclaim.Lister,
+	m *metrics.Metrics, log *slog.Logger, onFatal func(error)) (*drafront.FrontEnd, error) {
 	if len(drafront.ParsePools(o.draPools)) == 0 {
 		return nil, nil
 	}
@@ -38,7 +40,8 @@ func startDRA(ctx context.Context, o *options, api *kubeAccess, store instance.S
 	log.Info("DRA pools", "pools", o.draPools)
 	front, err := drafront.Start(ctx, drafront.Config{NodeName: o.nodeName, Driver: o.domain, Client: api.client, CDI: cdiDir,
 		Checkpoint: o.draCheckpoint, PluginDir: o.draPluginDir, RegistrarDir: o.draRegistrarDir, Store: store,
-		Logger: log, OnFatal: onFatal, OnClaim: m.DRAClaim})
+		Kubelet: podResources, Grace: o.reclaimGrace, SweepPeriod: o.reclaimEvery,
+		OnSetAside: m.DRACheckpointSetAside, OnClaim: m.DRAClaim, Logger: log, OnFatal: onFatal})
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +72,7 @@ func (f frontEnds) publish(ctx context.Context) func(discovery.Update) {
 }
 
 // holds is discovery's Keep: a vanished device stays while a front end
-// says it is held.
+// says it is held, a container's slot or a prepared claim.
 func (f frontEnds) holds(pool string, dev spec.DeviceInfo) bool {
-	return f.node.Holds(pool, dev)
+	return f.node.Holds(pool, dev) || (f.dra != nil && f.dra.Holds(pool, dev))
 }

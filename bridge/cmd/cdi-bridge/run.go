@@ -141,7 +141,11 @@ func run(ctx context.Context, args []string) error {
 	ctx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
 	m := metrics.New(buildinfo.Version())
-	front, err := startDRA(ctx, o, api, store, m, log, fail)
+	podResources, err := dialPodResources(ctx, o, log)
+	if err != nil {
+		return err
+	}
+	front, err := startDRA(ctx, o, api, store, podResources, m, log, fail)
 	if err != nil {
 		return err
 	}
@@ -168,9 +172,7 @@ func run(ctx context.Context, args []string) error {
 	stale := staleness(store)
 	m.StoreStale(func() time.Time { since, _ := stale(); return since })
 	n := newNode(o, store, cdiDir, m, log)
-	if err := startReclaim(ctx, o, n, log); err != nil {
-		return err
-	}
+	startReclaim(ctx, o, n, podResources, log)
 	if o.metricsAddr != "" {
 		h := readiness{n: n, disc: disc, stale: stale, staleLimit: o.storeStaleLimit}
 		if front != nil {
@@ -253,23 +255,30 @@ func openCDI(o *options, log *slog.Logger) (*cdispec.Dir, error) {
 	return d, nil
 }
 
-// startReclaim runs slot reclaim against the kubelet's PodResources
-// socket until ctx ends, unless --pod-resources-socket is empty.
-func startReclaim(ctx context.Context, o *options, n *node.Node, log *slog.Logger) error {
+// dialPodResources connects to the kubelet's PodResources API, which
+// slot reclaim and the DRA front end ask what its containers hold, until
+// ctx ends; nil when --pod-resources-socket is empty.
+func dialPodResources(ctx context.Context, o *options, log *slog.Logger) (reclaim.Lister, error) {
 	if o.podResources == "" {
-		log.Warn("slot reclaim off: slots of containers that are gone stay claimed")
-		return nil
+		log.Warn("the kubelet's PodResources API is off: slots of containers that are gone stay claimed, and the DRA front end releases nothing the kubelet does not unprepare")
+		return nil, nil
 	}
 	conn, client, err := reclaim.Dial(o.podResources)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	go func() { <-ctx.Done(); conn.Close() }()
+	return client, nil
+}
+
+// startReclaim runs slot reclaim against the kubelet's PodResources API
+// until ctx ends, unless it is off (podResources nil).
+func startReclaim(ctx context.Context, o *options, n *node.Node, podResources reclaim.Lister, log *slog.Logger) {
+	if podResources == nil {
+		return
 	}
 	log.Info("slot reclaim", "socket", o.podResources, "grace", o.reclaimGrace, "period", o.reclaimEvery)
-	go func() {
-		defer conn.Close()
-		n.Reclaimer(client, o.reclaimGrace).Run(ctx, o.reclaimEvery)
-	}()
-	return nil
+	go n.Reclaimer(podResources, o.reclaimGrace).Run(ctx, o.reclaimEvery)
 }
 
 // readiness is what /readyz and /healthz report on.

@@ -70,6 +70,7 @@ func resolveKube(o *options) (*kubeAccess, error) {
 		cfg, reason = c, "in-cluster configuration"
 	}
 	cfg.UserAgent = "cdi-bridge/" + o.nodeName
+	cfg.QPS, cfg.Burst = kube.ClientQPS, kube.ClientBurst
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)

@@ -11,7 +11,7 @@
 // KUBE_CONTROLLER_MANAGER and CONTAINERD_BIN_DIR). Without root the test
 // skips; with the CI environment variable set, a missing program fails it.
 //
-// Three tests each run a node of their own, one after the other in the
+// The tests each run a node of their own, one after the other in the
 // same namespaces:
 //
 //   - TestNode runs cdi-bridge as a process with the test's drop-ins
@@ -43,6 +43,14 @@
 //     the bridge, and a pod that asks for the pool's device-plugin
 //     resource the old way (an extended resource, KEP-5004). Its kubelet
 //     directory and CDI spec directory are fresh.
+//   - TestDRACheckpoint runs a node as TestDRA does and loses the bridge's
+//     DRA checkpoint (cut short, then deleted) under a running pod while
+//     another pod's is deleted: the bridge is ready again, the running pod
+//     keeps its terminals, the deleted one's claim is unprepared, the next
+//     claim gets free terminals only.
+//   - TestDRAMove moves the terminals' pool between the device plugins
+//     and DRA under running pods, both ways, by restarting the bridge
+//     with another --dra-pools: no terminal is offered twice.
 //   - TestDRAHealth runs a node as TestDRA does, then adds a drop-in
 //     whose one terminal is a copy (mknod) of a real one under the test's
 //     root, served through DRA, and a pod whose claim holds it: removed,

@@ -44,15 +44,29 @@ type ClaimPod struct {
 // the device nodes and every variable their ADDs returned.
 func (n *DRANode) RunClaimPod(t testing.TB, name, template string, limits map[string]int64, count int) *ClaimPod {
 	t.Helper()
-	ctx := t.Context()
+	n.CreateClaimPod(t, name, template, limits)
+	return n.AwaitClaimPod(t, name, count)
+}
+
+// CreateClaimPod creates the pod RunClaimPod runs, without waiting.
+func (n *DRANode) CreateClaimPod(t testing.TB, name, template string, limits map[string]int64) {
+	t.Helper()
 	dir := n.Layout.Path("reports", name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	spec := newScheduledPod(name, dir, limits, template)
-	if _, err := n.Cluster.Client.CoreV1().Pods(PodNamespace).Create(ctx, spec, metav1.CreateOptions{}); err != nil {
+	if _, err := n.Cluster.Client.CoreV1().Pods(PodNamespace).Create(t.Context(), spec, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating pod %s: %v", name, err)
 	}
+}
+
+// AwaitClaimPod is the rest of RunClaimPod, for a pod CreateClaimPod
+// created.
+func (n *DRANode) AwaitClaimPod(t testing.TB, name string, count int) *ClaimPod {
+	t.Helper()
+	ctx := t.Context()
+	dir := n.Layout.Path("reports", name)
 	running, err := waitRunning(ctx, n.Cluster.Client, name)
 	if err != nil {
 		t.Fatal(err)

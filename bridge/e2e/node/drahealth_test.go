@@ -48,7 +48,8 @@ const (
 // 1.37 kubelet fills from the driver's DRAResourceHealth v1 stream) shows
 // the device Unhealthy, saying why, within healthBound of the removal,
 // and Healthy again within healthBound of its return, the pod still
-// running. The status names the device by the first CDI id the bridge's
+// running; meanwhile the device stays in its slice, tainted
+// <domain>/unhealthy=vanished. The status names the device by the first CDI id the bridge's
 // NodePrepareResources returned, <domain>/claim=<claim UID>-0, which
 // must therefore be the device's own. The bridge's /metrics counts the
 // claim's prepare and unprepare and the pool's devices.
@@ -83,6 +84,14 @@ func TestDRAHealth(t *testing.T) {
 	if !strings.HasPrefix(msg(h), "vanished") {
 		t.Errorf("the pod's status says %q of the device, want why: vanished", msg(h))
 	}
+	// The claim holds the device, so discovery keeps it: it stays in its
+	// slice, tainted.
+	if err := n.waitTaint(t.Context(), Name+"/"+hotplugPool, "vanished"); err != nil {
+		t.Error(err)
+	}
+	checkDRAMetrics(t, map[string]func(float64) bool{
+		`cdi_bridge_dra_devices{pool="tty-hotplug",state="tainted"}`: eq(1),
+	})
 
 	if err := copyDeviceNode(node, like); err != nil {
 		t.Fatal(err)
@@ -95,6 +104,9 @@ func TestDRAHealth(t *testing.T) {
 	t.Logf("Healthy again in the pod's status %v after the device node came back", took.Round(time.Millisecond))
 	if took > healthBound {
 		t.Errorf("Healthy again %v after the device node came back, want within %v", took.Round(time.Millisecond), healthBound)
+	}
+	if err := n.waitTaint(t.Context(), Name+"/"+hotplugPool, ""); err != nil {
+		t.Error(err)
 	}
 	n.CheckStillRunning(t, p.Pod)
 
@@ -169,6 +181,42 @@ func (n *DRANode) waitPoolDevices(ctx context.Context, pool string, count int) e
 		last = fmt.Sprintf("%d devices", devices)
 	}
 	return fmt.Errorf("pool %s: not %d devices within %v: %s", pool, count, slicesWait, last)
+}
+
+// waitTaint waits until the one device of the node's pool has the taint
+// <domain>/unhealthy=value:NoSchedule, or none when value is "".
+func (n *DRANode) waitTaint(ctx context.Context, pool, value string) error {
+	ctx, cancel := context.WithTimeout(ctx, slicesWait)
+	defer cancel()
+	want := "[]"
+	if value != "" {
+		want = fmt.Sprintf("[%s/%s=%s:%s]", domain, dradevices.TaintUnhealthy, value, resourceapi.DeviceTaintEffectNoSchedule)
+	}
+	last := "no slices"
+	for ; ctx.Err() == nil; time.Sleep(pollInterval) {
+		got, err := n.nodeSlices(ctx)
+		if err != nil {
+			last = err.Error()
+			continue
+		}
+		var taints []string
+		devices := 0
+		for _, s := range got {
+			for _, d := range s.Spec.Devices {
+				if s.Spec.Pool.Name != pool {
+					continue
+				}
+				devices++
+				for _, tn := range d.Taints {
+					taints = append(taints, fmt.Sprintf("%s=%s:%s", tn.Key, tn.Value, tn.Effect))
+				}
+			}
+		}
+		if last = fmt.Sprintf("%d devices, taints %v", devices, taints); devices == 1 && fmt.Sprint(taints) == want {
+			return nil
+		}
+	}
+	return fmt.Errorf("pool %s: not one device with taints %s within %v: %s", pool, want, slicesWait, last)
 }
 
 // runHotplugPod runs a pod, placed by the scheduler, whose claim holds

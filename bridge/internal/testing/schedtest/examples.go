@@ -1,6 +1,7 @@
 package schedtest
 
 import (
+	"context"
 	"os"
 	"strings"
 	"testing"
@@ -70,22 +71,46 @@ func exampleDocs(t testing.TB, file string) [][]byte {
 	return docs
 }
 
-// BindDRARole gives user the shipped ClusterRole of the DRA front end
-// (the first document of the examples' rbac.yaml) and nothing else, so
-// that a test shows it is enough.
+// BindDRARole gives user what the DRA front end's shipped RBAC (the
+// examples' rbac.yaml) gives the bridge's ServiceAccount and nothing
+// else, so that a test shows it is enough: its ClusterRole and Roles,
+// each bound to user.
 func BindDRARole(t testing.TB, client kubernetes.Interface, user string) {
 	t.Helper()
-	var role rbacv1.ClusterRole
-	if err := yaml.UnmarshalStrict(exampleDocs(t, "rbac.yaml")[0], &role); err != nil || role.Kind != "ClusterRole" {
-		t.Fatalf("rbac.yaml's first document: %+v, %v", role, err)
+	subjects := []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}
+	for _, doc := range exampleDocs(t, "rbac.yaml") {
+		var head metav1.TypeMeta
+		if err := yaml.Unmarshal(doc, &head); err != nil {
+			t.Fatal(err)
+		}
+		switch head.Kind {
+		case "ClusterRole":
+			var role rbacv1.ClusterRole
+			decodeStrict(t, doc, &role)
+			create(t, client.RbacV1().ClusterRoles().Create, &role)
+			create(t, client.RbacV1().ClusterRoleBindings().Create, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name}, Subjects: subjects})
+		case "Role":
+			var role rbacv1.Role
+			decodeStrict(t, doc, &role)
+			create(t, client.RbacV1().Roles(role.Namespace).Create, &role)
+			create(t, client.RbacV1().RoleBindings(role.Namespace).Create, &rbacv1.RoleBinding{
+				ObjectMeta: metav1.ObjectMeta{Name: role.Name, Namespace: role.Namespace},
+				RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name}, Subjects: subjects})
+		}
 	}
-	if _, err := client.RbacV1().ClusterRoles().Create(t.Context(), &role, metav1.CreateOptions{}); err != nil {
+}
+
+func decodeStrict(t testing.TB, doc []byte, obj any) {
+	t.Helper()
+	if err := yaml.UnmarshalStrict(doc, obj); err != nil {
 		t.Fatal(err)
 	}
-	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}
-	if _, err := client.RbacV1().ClusterRoleBindings().Create(t.Context(), binding, metav1.CreateOptions{}); err != nil {
+}
+
+func create[T any](t testing.TB, fn func(context.Context, T, metav1.CreateOptions) (T, error), obj T) {
+	t.Helper()
+	if _, err := fn(t.Context(), obj, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
