@@ -68,7 +68,7 @@
 // of -dra-devices devices (1,000) in one pool, through
 // dradevices.Resources, published by the library's ResourceSlice
 // controller with a Node owner as the bridge runs it (dra.NodeSlices,
-// started with the subject as the driver starts it, before the first
+// started with the subject as the front end starts it, before the first
 // publish); then republished after one device's property changes, and
 // after the same device turns unhealthy (tainted in its slice). The floor, interleaved with it step by step, is the same
 // slices written with the typed client alone: a create each, then one

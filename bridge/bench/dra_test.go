@@ -67,7 +67,7 @@ type draRun struct {
 	// /proc/loadavg says, before the first round and after the last.
 	load [2]string
 	// ahead is, each round, how long before its first publish the
-	// library's controller was started, with its driver.
+	// library's controller was started, with its front end.
 	ahead []time.Duration
 }
 

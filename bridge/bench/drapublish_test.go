@@ -18,6 +18,7 @@ import (
 	"github.com/cdiexec/cdi/bridge/discovery"
 	"github.com/cdiexec/cdi/bridge/dra"
 	"github.com/cdiexec/cdi/bridge/dradevices"
+	"github.com/cdiexec/cdi/bridge/instance/kube"
 )
 
 // draDriver is the driver name the slices are published under: the
@@ -37,24 +38,24 @@ type publisher interface {
 	stop() error
 }
 
-// countedClient is a client with the bridge's own settings (client-go's
-// default rate limit, JSON) whose requests c counts.
+// countedClient is a client with the bridge's own settings (its rate
+// limit, JSON) whose requests c counts.
 func countedClient(cfg *rest.Config, agent string, c *requestCounter) (kubernetes.Interface, error) {
 	cfg = rest.CopyConfig(cfg)
-	cfg.QPS, cfg.Burst = 0, 0 // client-go's defaults, as the bridge's client has
+	cfg.QPS, cfg.Burst = kube.ClientQPS, kube.ClientBurst // as cdi-bridge sets its client's
 	cfg.UserAgent = agent
 	cfg.Wrap(c.wrap)
 	return kubernetes.NewForConfig(cfg)
 }
 
 // libraryPublisher is what the bridge does: the library's ResourceSlice
-// controller with a Node owner, started when the driver starts
-// (dra.StartNodeSlices, as dra.Start starts it), before the first
+// controller with a Node owner, started when the DRA front end starts
+// (dra.StartNodeSlices, as drafront.Start starts it), before the first
 // publish, which, as each later one, is an Update of it.
 type libraryPublisher struct {
 	node    string
 	slices  *dra.NodeSlices
-	started time.Time // when the driver started the controller
+	started time.Time // when the front end started the controller
 	first   time.Time // the first publish
 
 	mu   sync.Mutex
@@ -62,7 +63,7 @@ type libraryPublisher struct {
 }
 
 // startLibraryPublisher starts node's controller, running until stop, as
-// the bridge's driver starts it; ctx is the whole run's.
+// the bridge's front end starts it; ctx is the whole run's.
 func startLibraryPublisher(ctx context.Context, client kubernetes.Interface, node string) *libraryPublisher {
 	l := &libraryPublisher{node: node, started: time.Now()}
 	l.slices = dra.StartNodeSlices(ctx, draDriver, node, client, l.handleError)

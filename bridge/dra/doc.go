@@ -1,7 +1,7 @@
 // Package dra is the bridge's DRA front end toward the kubelet: it starts
 // a kubelet plugin (k8s.io/dynamic-resource-allocation/kubeletplugin)
 // that registers with the kubelet, publishes ResourceSlices (NodeSlices,
-// whose controller starts with the driver), answers
+// whose controller its caller may start before the driver), answers
 // NodePrepareResources and NodeUnprepareResources by calling Devices, and
 // serves the kubelet's device health stream (DRAResourceHealth, v1 and
 // v1alpha1) from the list the device side last reported

@@ -39,7 +39,7 @@ const (
 	bridgeMetrics = "http://127.0.0.1:8089/metrics"
 	// firstPublishMsg is the bridge's log line as the first discovery's
 	// DRA pools reach the slice controller.
-	firstPublishMsg = "the first discovery's DRA pools handed to the publisher"
+	firstPublishMsg = "the first discovery's DRA pools handed to the slice controller"
 )
 
 // TestDRAHealth runs a pod whose claim holds a terminal served through
@@ -290,23 +290,23 @@ func (n *DRANode) waitClaimHealth(ctx context.Context, pod, resourceID string, w
 }
 
 // logFirstPublish logs, for each start of the bridge in its log, how long
-// after the process's start its DRA driver started, and with it the slice
-// controller, and how long after that the first discovery reached the
-// controller: the controller's start takes a second (its informer sync,
-// checked once a second), and a discovery later than that is published
-// at once.
+// after the process's start its DRA front end started, and with it the
+// slice controller, and how long after that the first discovery, the
+// prepared claims rebuilt, reached the controller: the controller's start
+// takes a second (its informer sync, checked once a second), and a
+// discovery later than that is published at once.
 func logFirstPublish(t *testing.T, log string) {
 	data, err := os.ReadFile(log)
 	if err != nil {
 		t.Error(err)
 		return
 	}
-	var started, driver time.Time
+	var started, front time.Time
 	for line := range strings.Lines(string(data)) {
 		var rec struct {
-			Time             time.Time
-			Msg              string
-			SinceDriverStart string
+			Time       time.Time
+			Msg        string
+			SinceStart string
 		}
 		if json.Unmarshal([]byte(line), &rec) != nil {
 			continue
@@ -315,10 +315,10 @@ func logFirstPublish(t *testing.T, log string) {
 		case "starting":
 			started = rec.Time
 		case "DRA front end":
-			driver = rec.Time
+			front = rec.Time
 		case firstPublishMsg:
-			t.Logf("the bridge's DRA driver started %v after the bridge; its first discovery reached the slice controller %s after that",
-				driver.Sub(started).Round(time.Millisecond), rec.SinceDriverStart)
+			t.Logf("the bridge's DRA front end started %v after the bridge; its first discovery reached the slice controller %s after that",
+				front.Sub(started).Round(time.Millisecond), rec.SinceStart)
 		}
 	}
 }
