@@ -142,15 +142,7 @@ func (n *DRANode) serveHotplug(t *testing.T) (node, like string) {
 	if err := d.Write(n.ConfDir); err != nil {
 		t.Fatal(err)
 	}
-	n.StopBridge(t)
-	n.Bridge = StartBridge(t, n.Layout, n.Cluster, Name, n.ConfDir,
-		map[string]string{"dra-checkpoint": n.Checkpoint, "dra-pools": draPool + "," + hotplugPool})
-	// Before this bridge stops (cleanups run last first): the kubelet
-	// deletes a pod with a claim only once the bridge unprepared it.
-	t.Cleanup(func() { n.deleteAllPods(t) })
-	if err := waitDRARegistered(t.Context(), true); err != nil {
-		t.Fatal(err)
-	}
+	n.restartBridge(t, draPool+","+hotplugPool)
 	if err := n.waitPoolDevices(t.Context(), Name+"/"+hotplugPool, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -235,14 +227,7 @@ func (n *DRANode) runHotplugPod(t *testing.T, name string) *ClaimPod {
 	if _, err := n.Cluster.Client.ResourceV1().ResourceClaimTemplates(PodNamespace).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	dir := n.Layout.Path("reports", name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	spec := newScheduledPod(name, dir, nil, tmpl.Name)
-	if _, err := n.Cluster.Client.CoreV1().Pods(PodNamespace).Create(ctx, spec, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating pod %s: %v", name, err)
-	}
+	n.CreateClaimPod(t, name, tmpl.Name, nil)
 	running, err := waitRunning(ctx, n.Cluster.Client, name)
 	if err != nil {
 		t.Fatal(err)
