@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -61,8 +62,9 @@ func (s *fakeStore) set(id string, nodes ...string) instance.Instance {
 	return in
 }
 
-// writeCounter counts the requests that change something, by method,
-// that go through its transport.
+// writeCounter counts the requests that change something, by method
+// and resource ("POST jobs", "PUT brokers/status"), that go through its
+// transport.
 type writeCounter struct {
 	mu     sync.Mutex
 	counts map[string]int
@@ -72,11 +74,33 @@ func (w *writeCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
 		if req.Method != http.MethodGet {
 			w.mu.Lock()
-			w.counts[req.Method]++
+			w.counts[req.Method+" "+resourceOf(req.URL.Path)]++
 			w.mu.Unlock()
 		}
 		return rt.RoundTrip(req)
 	})
+}
+
+// resourceOf is the resource (and subresource) a request's path names:
+// /apis/cdi.local/v1alpha1/namespaces/ns/brokers/b/status is
+// brokers/status.
+func resourceOf(path string) string {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	switch i := slices.Index(parts, "namespaces"); {
+	case i >= 0 && len(parts) > i+2:
+		parts = parts[i+2:]
+	case len(parts) > 0 && parts[0] == "api":
+		parts = parts[min(2, len(parts)):]
+	default:
+		parts = parts[min(3, len(parts)):]
+	}
+	switch len(parts) {
+	case 0:
+		return path
+	case 1, 2:
+		return parts[0]
+	}
+	return parts[0] + "/" + parts[2]
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)
@@ -153,18 +177,24 @@ func (h *harness) offer(t *testing.T, resources map[string]int64) {
 // sets its hooks before it starts.
 func (h *harness) run(t *testing.T, draPools []string, set func(*Controller), namespaces ...string) (stop func()) {
 	t.Helper()
-	client, err := kubernetes.NewForConfig(h.cfg)
+	return startController(t, h.cfg, h.store, append([]string{h.Namespace}, namespaces...), draPools, set)
+}
+
+// startController runs a controller with clients of cfg over store until
+// the returned stop, or the test's end.
+func startController(tb testing.TB, cfg *rest.Config, store Instances, namespaces, draPools []string, set func(*Controller)) (stop func()) {
+	tb.Helper()
+	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	dyn, err := dynamic.NewForConfig(h.cfg)
+	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	c, err := New(Config{Client: client, Dynamic: dyn, Namespaces: append([]string{h.Namespace}, namespaces...),
-		Domain: "cdi.local", DRAPools: draPools})
+	c, err := New(Config{Client: client, Dynamic: dyn, Namespaces: namespaces, Domain: "cdi.local", DRAPools: draPools})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	if set != nil {
 		set(c)
@@ -173,13 +203,13 @@ func (h *harness) run(t *testing.T, draPools []string, set func(*Controller), na
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := c.Run(ctx, h.store); err != nil {
-			t.Errorf("Run: %v", err)
+		if err := c.Run(ctx, store); err != nil {
+			tb.Errorf("Run: %v", err)
 		}
 	}()
 	var once sync.Once
 	stop = func() { once.Do(func() { cancel(); <-done }) }
-	t.Cleanup(stop)
+	tb.Cleanup(stop)
 	return stop
 }
 
