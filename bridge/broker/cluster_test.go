@@ -13,11 +13,13 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	"github.com/cdiexec/cdi/bridge/discovery"
 	"github.com/cdiexec/cdi/bridge/dradevices"
+	"github.com/cdiexec/cdi/bridge/instance"
 	"github.com/cdiexec/cdi/spec"
 )
 
@@ -197,7 +199,7 @@ func testRestart(t, parent *testing.T, h *harness) (stop func()) {
 }
 
 func testDeployments(t *testing.T, h *harness) {
-	br := jobsBroker("frames", 60)
+	br := jobsBroker("frames", 3)
 	tpl := br.Spec.Job.Template
 	tpl.Spec.RestartPolicy = corev1.RestartPolicyAlways
 	br.Spec.Job, br.Spec.Deployment = nil, &DeploymentTemplate{Replicas: ptr.To(int32(5)), Template: tpl}
@@ -226,7 +228,35 @@ func testDeployments(t *testing.T, h *harness) {
 	if err != nil {
 		t.Errorf("no new ReplicaSet per Deployment after the template changed: %v", err)
 	}
+	testUnhealthy(t, h)
 	h.deleteBroker(t, "frames")
+}
+
+// testUnhealthy: the node still sees the loading dock (its Instance says
+// so: a bridge keeps a vanished device while pods hold it) but has none
+// of it allocatable. Its Deployment goes after the grace, the lobby's
+// stays; healthy again, it has one again.
+func testUnhealthy(t *testing.T, h *harness) {
+	dock := instance.Name(testPool, "dock", "", true)
+	deps := func() map[string]types.UID {
+		l, err := h.Client.AppsV1().Deployments(h.Namespace).List(t.Context(), metav1.ListOptions{LabelSelector: LabelBroker + "=frames"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]types.UID{}
+		for _, d := range l.Items {
+			out[h.deviceID(t, d.Labels[LabelDevice])] = d.UID
+		}
+		return out
+	}
+	before := deps()
+	h.offer(t, map[string]int64{"cdi.local/" + dock: 0})
+	h.waitBroker(t, "", "frames", "the dock's Deployment gone", allStates(Active, "lobby"))
+	if after := deps(); len(after) != 1 || after["lobby"] != before["lobby"] {
+		t.Errorf("Deployments %v, before %v: want the lobby's alone, the same", after, before)
+	}
+	h.offer(t, map[string]int64{"cdi.local/" + dock: 2})
+	h.waitBroker(t, "", "frames", "the dock's Deployment back", allStates(Active, "lobby", "dock"))
 }
 
 // deleteBroker deletes a Broker and waits until the garbage collector

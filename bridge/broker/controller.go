@@ -178,8 +178,8 @@ func (r *run) resync(ctx context.Context) {
 	}
 }
 
-// watchDevices reads the devices when the store or the slices say they
-// changed, at most every devicesMinGap, and at least every devicesPoll,
+// watchDevices reads the devices when the store, the slices or the
+// Nodes say they changed, at most every devicesMinGap, and at least every devicesPoll,
 // until ctx ends, and queues the Brokers of every pool whose devices
 // changed since the last read.
 func (r *run) watchDevices(ctx context.Context) {
@@ -213,7 +213,7 @@ func (r *run) watchDevices(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-changes:
-		case <-r.slicesChanged:
+		case <-r.devicesChanged:
 		case <-tick.C:
 		}
 	}

@@ -35,13 +35,26 @@ type Instances interface {
 	List(ctx context.Context) ([]instance.Instance, error)
 }
 
+// Allocatable says how many of resource node's kubelet can hand out (the
+// Node's status.allocatable), and whether it reports the resource at
+// all.
+type Allocatable func(node, resource string) (n int64, known bool)
+
 // fromInstances is the devices of the Instances that some node sees, by
 // pool. An Instance no node sees is a device gone (the janitor deletes
-// it later): its workloads go after the Broker's grace.
-func fromInstances(all []instance.Instance) map[string][]Device {
+// it later): its workloads go after the Broker's grace. So is one that
+// every node that sees it reports none of as allocatable, by its
+// Instance-level resource (<domain>/<Instance name>): a bridge keeps a
+// device that vanished, unhealthy, while a container holds it, and its
+// Instance names the node until then, so that the pods of a Deployment
+// holding a camera that is gone would otherwise keep it, and their
+// Deployment, for ever. A node that does not report the resource (a pool
+// too big for Instance-level resources, a plugin not registered yet)
+// proves nothing.
+func fromInstances(all []instance.Instance, domain string, allocatable Allocatable) map[string][]Device {
 	out := map[string][]Device{}
 	for _, in := range all {
-		if len(in.Nodes) == 0 {
+		if len(in.Nodes) == 0 || unhealthyEverywhere(in, domain, allocatable) {
 			continue
 		}
 		d := Device{Key: in.Name, Pool: in.Config, ID: in.DeviceID, Shared: in.Shared, Capacity: in.Capacity, Properties: in.Properties}
@@ -54,6 +67,20 @@ func fromInstances(all []instance.Instance) map[string][]Device {
 		sortDevices(ds)
 	}
 	return out
+}
+
+// unhealthyEverywhere reports whether every node that sees in reports
+// its Instance-level resource, none of it allocatable.
+func unhealthyEverywhere(in instance.Instance, domain string, allocatable Allocatable) bool {
+	if allocatable == nil {
+		return false
+	}
+	for _, node := range in.Nodes {
+		if n, known := allocatable(node, domain+"/"+in.Name); !known || n > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // Attributes of the published devices that are not properties.

@@ -12,15 +12,21 @@ import (
 	"github.com/cdiexec/cdi/bridge/instance"
 )
 
-// A device is there while a node sees it; a local one has that node.
+// A device is there while a node sees it, and not every node that sees
+// it says it has none allocatable; a local one has that node.
 func TestFromInstances(t *testing.T) {
+	allocatable := map[string]int64{"n1/cdi.local/cam-1": 0, "n1/cdi.local/cam-3": 0, "n2/cdi.local/cam-3": 0, "n1/cdi.local/tty-1": 1}
 	got := fromInstances([]instance.Instance{
 		{Name: "cam-1", Config: "cam", DeviceID: "door", Shared: true, Nodes: []string{"n1", "n2"}, Capacity: 2},
 		{Name: "cam-2", Config: "cam", DeviceID: "gate", Shared: true, Capacity: 2},
+		{Name: "cam-3", Config: "cam", DeviceID: "yard", Shared: true, Nodes: []string{"n1", "n2"}, Capacity: 2},
 		{Name: "tty-1", Config: "tty", DeviceID: "tty13", Nodes: []string{"n1"}, Capacity: 1},
+	}, "cdi.local", func(node, res string) (int64, bool) {
+		n, ok := allocatable[node+"/"+res]
+		return n, ok
 	})
 	if len(got["cam"]) != 1 || got["cam"][0].ID != "door" || got["cam"][0].Node != "" {
-		t.Errorf("cameras %+v, want door alone, of no one node", got["cam"])
+		t.Errorf("cameras %+v, want door alone (gate no node sees, yard no node has healthy), of no one node", got["cam"])
 	}
 	if len(got["tty"]) != 1 || got["tty"][0].Node != "n1" || got["tty"][0].Key != "tty-1" {
 		t.Errorf("terminals %+v", got["tty"])

@@ -20,10 +20,13 @@
 // device's workload and one over all of the Broker's.
 //
 // Which devices exist is read where the bridge records them: the
-// Instances of the leader's store of every pool (a device is there while
-// some node sees it) for the pools served by device plugins; the
-// driver's ResourceSlices (the newest generation of each DRA pool) for the
-// pools served through DRA, whose node-local devices have no Instance.
+// Instances of the leader's store of every pool for the pools served by
+// device plugins, a device being there while some node sees it and some
+// such node has it healthy (its Nodes' allocatable of the device's own
+// resource, since a bridge keeps a vanished device, unhealthy, while a
+// container holds it); the driver's ResourceSlices (the newest generation
+// of each DRA pool, which lists healthy devices only) for the pools
+// served through DRA, whose node-local devices have no Instance.
 //
 // Idempotence. Every object is named from the Broker and the device alone
 // (workloadName), carries the labels LabelBroker, LabelPool, LabelDevice
@@ -62,14 +65,16 @@
 // and only while it leads (bridge/departed's Config.WhileLeading), on the
 // store of every pool that bridge already holds. It acts only once its
 // informers (Brokers everywhere; Jobs, Deployments, Services and claim
-// templates labelled LabelBroker in each namespace served; the driver's
-// ResourceSlices) hold their first lists. One worker looks at one Broker
+// templates labelled LabelBroker in each namespace served; the Nodes, of
+// which it keeps the allocatable counts of the domain's resources; the
+// driver's ResourceSlices) hold their first lists. One worker looks at one Broker
 // at a time, queued by its own events, its objects' (after a second, so
 // that a burst is one look), changes of its pool's devices, and every
 // ten minutes.
 //
-// It needs (the chart's brokers.enabled): brokers get, list, watch and
-// brokers/status update everywhere; in each namespace of
+// It needs (the chart's brokers.enabled): brokers list and watch and
+// brokers/status update everywhere; Nodes list and watch (the bridge's
+// own role has them); in each namespace of
 // brokers.namespaces, list and watch of Jobs, Deployments, Services (and
 // ResourceClaimTemplates with DRA pools), create and delete of each,
 // update of Deployments and Services; with DRA pools, ResourceSlices list

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -35,17 +36,18 @@ type run struct {
 	// the controller makes there, by kind.
 	workloads map[string]map[string]cache.SharedIndexInformer
 	// slices is the informer of the driver's ResourceSlices, nil without
-	// DRA pools; slicesChanged is told of their events.
-	slices        cache.SharedIndexInformer
-	slicesChanged chan struct{}
-	recent        *recentWrites
+	// DRA pools; nodes the Nodes' allocatable of the domain's resources.
+	// devicesChanged is told of their events.
+	slices, nodes  cache.SharedIndexInformer
+	devicesChanged chan struct{}
+	recent         *recentWrites
 }
 
 // start starts the informers, until ctx ends, and returns once each
 // holds its first list.
 func (c *Controller) start(ctx context.Context, store Instances) (*run, error) {
 	r := &run{Controller: c, store: store, queue: newQueue(), workloads: map[string]map[string]cache.SharedIndexInformer{},
-		slicesChanged: make(chan struct{}, 1), recent: newRecentWrites()}
+		devicesChanged: make(chan struct{}, 1), recent: newRecentWrites()}
 	r.brokers = dynamicinformer.NewFilteredDynamicInformer(c.cfg.Dynamic, Resource, metav1.NamespaceAll, 0, cache.Indexers{
 		cache.NamespaceIndex: cache.MetaNamespaceIndexFunc, byPool: brokerPool}, nil).Informer()
 	if err := r.brokers.SetTransform(dropManagedFields); err != nil {
@@ -54,7 +56,11 @@ func (c *Controller) start(ctx context.Context, store Instances) (*run, error) {
 	if _, err := r.brokers.AddEventHandler(r.brokerEvents()); err != nil {
 		return nil, err
 	}
-	synced := []cache.InformerSynced{r.brokers.HasSynced}
+	nodes, err := r.startNodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	synced := []cache.InformerSynced{r.brokers.HasSynced, nodes}
 	for _, ns := range sortedKeys(c.served) {
 		s, err := r.startWorkloads(ctx, ns)
 		if err != nil {
@@ -146,18 +152,58 @@ func (r *run) startSlices(ctx context.Context) (cache.InformerSynced, error) {
 			o.FieldSelector = fields.OneTermEqualSelector("spec.driver", r.cfg.Domain).String()
 		}))
 	r.slices = f.Resource().V1().ResourceSlices().Informer()
-	tell := func(any) {
-		select {
-		case r.slicesChanged <- struct{}{}:
-		default:
-		}
-	}
-	if _, err := r.slices.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: tell,
-		UpdateFunc: func(_, obj any) { tell(obj) }, DeleteFunc: tell}); err != nil {
+	if _, err := r.slices.AddEventHandler(r.tellDevicesChanged()); err != nil {
 		return nil, err
 	}
 	f.Start(ctx.Done())
 	return r.slices.HasSynced, nil
+}
+
+// startNodes starts the informer of the Nodes, of which it keeps the
+// name and the allocatable count of each of the domain's resources.
+func (r *run) startNodes(ctx context.Context) (cache.InformerSynced, error) {
+	prefix := r.cfg.Domain + "/"
+	f := informers.NewSharedInformerFactoryWithOptions(r.cfg.Client, 0, informers.WithTransform(func(obj any) (any, error) {
+		n, ok := obj.(*corev1.Node)
+		if !ok {
+			return obj, nil
+		}
+		keep := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion},
+			Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{}}}
+		for name, q := range n.Status.Allocatable {
+			if strings.HasPrefix(string(name), prefix) {
+				keep.Status.Allocatable[name] = q
+			}
+		}
+		return keep, nil
+	}))
+	r.nodes = f.Core().V1().Nodes().Informer()
+	if _, err := r.nodes.AddEventHandler(r.tellDevicesChanged()); err != nil {
+		return nil, err
+	}
+	f.Start(ctx.Done())
+	return r.nodes.HasSynced, nil
+}
+
+// tellDevicesChanged tells watchDevices of every event.
+func (r *run) tellDevicesChanged() cache.ResourceEventHandler {
+	tell := func(any) {
+		select {
+		case r.devicesChanged <- struct{}{}:
+		default:
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{AddFunc: tell, UpdateFunc: func(_, obj any) { tell(obj) }, DeleteFunc: tell}
+}
+
+// allocatable is Allocatable from the Nodes' informer.
+func (r *run) allocatable(node, resource string) (int64, bool) {
+	obj, ok, err := r.nodes.GetStore().GetByKey(node)
+	if err != nil || !ok {
+		return 0, false
+	}
+	q, ok := obj.(*corev1.Node).Status.Allocatable[corev1.ResourceName(resource)]
+	return q.Value(), ok
 }
 
 // broker is the Broker of key, nil if there is none.
@@ -192,7 +238,7 @@ func (r *run) devices(ctx context.Context) (map[string][]Device, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing the Instances: %w", err)
 	}
-	byPool := fromInstances(all)
+	byPool := fromInstances(all, r.cfg.Domain, r.allocatable)
 	for pool := range r.dra {
 		delete(byPool, pool)
 	}

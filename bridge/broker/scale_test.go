@@ -91,7 +91,7 @@ func startScaleRig(tb testing.TB, n int) *scaleRig {
 	}
 	err = wait.PollUntilContextTimeout(tb.Context(), 100*time.Millisecond, scaleWait, true, func(ctx context.Context) (bool, error) {
 		all, err := r.leader.List(ctx)
-		r.devices = fromInstances(all)[testPool]
+		r.devices = fromInstances(all, "cdi.local", nil)[testPool]
 		return err == nil && len(r.devices) == n, nil
 	})
 	if err != nil {
