@@ -43,6 +43,7 @@ func TestCluster(t *testing.T) {
 	})
 	t.Run("one Deployment over two devices of the pool", func(t *testing.T) { testPoolWorkload(t, h) })
 	t.Run("a Broker in a namespace not served is told so", func(t *testing.T) { testNotServed(t, h) })
+	t.Run("a workload that cannot be made is reported, and its name left to its owner", func(t *testing.T) { testCreateFailed(t, h) })
 	stop()
 	t.Run("leaders interleaved: nothing made twice, nothing deleted that is back", func(t *testing.T) { testFailover(t, h) })
 	t.Run("a Job per terminal through DRA, each claim selecting its terminal", func(t *testing.T) { testDRA(t, h) })
@@ -321,6 +322,40 @@ func testNotServed(t *testing.T, h *harness) {
 	if l, err := h.Client.BatchV1().Jobs(ns).List(t.Context(), metav1.ListOptions{}); err != nil || len(l.Items) != 0 {
 		t.Errorf("Jobs in %s: %v, %v", ns, l, err)
 	}
+}
+
+// testCreateFailed: a Job the API server refuses (its pod template is
+// invalid), and a Job whose name an object of someone else's has, are
+// reported in the Created condition; the other is made, and the other's
+// object is left alone.
+func testCreateFailed(t *testing.T, h *harness) {
+	br := jobsBroker("refused", 60)
+	br.Spec.Job.Template.Spec.Containers[0].Name = "Not_A_Name"
+	h.create(t, br)
+	got := h.waitBroker(t, "", "refused", "Created False", func(br *Broker) bool {
+		return condition(br, ConditionCreated).Status == metav1.ConditionFalse
+	})
+	if c := condition(got, ConditionCreated); c.Reason != ReasonCreateFailed || len(got.Status.Workloads) != 0 {
+		t.Errorf("Created %+v, workloads %+v: want CreateFailed and none", c, got.Status.Workloads)
+	}
+	lobby := instance.Name(testPool, "lobby", "", true)
+	taken := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: workloadName("taken", lobby)}, Spec: *jobsBroker("x", 1).Spec.Job.DeepCopy()}
+	taken, err := h.Client.BatchV1().Jobs(h.Namespace).Create(t.Context(), taken, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.create(t, jobsBroker("taken", 60))
+	got = h.waitBroker(t, "", "taken", "NameTaken, the dock's Job made", func(br *Broker) bool {
+		return condition(br, ConditionCreated).Reason == ReasonNameTaken && states(br)["dock"] == Active
+	})
+	if _, ok := states(got)["lobby"]; ok {
+		t.Errorf("workloads %+v: the lobby's is someone else's Job", got.Status.Workloads)
+	}
+	if j, err := h.Client.BatchV1().Jobs(h.Namespace).Get(t.Context(), taken.Name, metav1.GetOptions{}); err != nil || j.UID != taken.UID || len(j.OwnerReferences) != 0 {
+		t.Errorf("someone else's Job %s: %v, %+v", taken.Name, err, j)
+	}
+	h.deleteBroker(t, "refused")
+	h.deleteBroker(t, "taken")
 }
 
 // testFailover runs two controllers, as an old leader that has not yet
