@@ -38,34 +38,35 @@ help:
 	@echo "                    ratios against floors measured in the same run (BENCH=\"-rounds 50 -dra-rounds 10\","
 	@echo "                    BROKERS=\"-broker-devices 5000\" and SIM=\"-sim-nodes 10\""
 	@echo "                    size the bridge's parts); then, on the real node (root), pod start through DRA"
-	@echo "                    against the device plugins (PODSTART=\"-podstart-rounds 50\")"
+	@echo "                    against the device plugins (PODSTART=\"-podstart-rounds 50\"); the Instance store's soak"
+	@echo "                    runs for SOAK (10m; make test runs it for a minute)"
 	@echo "make demo           build, install into a temporary prefix and walk through the protocol"
 	@echo "make manifests      the kustomize layout in bridge/deploy, from its Helm chart (bridge/deploy/chart)"
 	@echo "make image          the bridge's multi-arch image as an OCI layout, bin/cdi-bridge-image.tar (IMAGE=name:tag, ARCHES=\"amd64 arm64\")"
 	@echo "make clean          remove bin/"
 
-# Static and stripped, the tools as the plugins: nothing of the host's C
-# library is needed, and the symbol table is not (panics still print
-# their stack: -s keeps the runtime's own tables). The plugins alone are
-# built without the Green Tea collector's in-span mark bits, a fresh page
-# per span that a process of a few milliseconds, which never collects,
-# pays for nothing (plugins/buildenv says why, and holds its Go callers,
-# the image and the benchmarks, to this value).
-PLUGIN_GOEXPERIMENT := nogreenteagc
+# Every binary is built one way, the one that ships: static (nothing of
+# the host's C library is needed), -trimpath, stripped of its symbol
+# table (panics still print their stack: -s keeps the runtime's own
+# tables), and -buildvcs=auto, so that it reports the commit it was built
+# from (the plugins' VERSION, the tools' --version). internal/gobuild
+# says the same for the Go programs that build binaries: the image, the
+# tests' plugins, the benchmarks. plugins/exectest's TestBuildIsShipped
+# builds a plugin with this target (BIN and BINARIES are for it: bin/ and
+# every binary unless told) and as the tests do, and compares the two.
+BIN      := bin
+BINARIES := $(addprefix ./plugins/,$(PLUGINS)) ./spec/cmd/cditool ./bridge/cmd/cdi-bridge
 build:
-	@mkdir -p bin
-	@# -buildvcs=auto: the binaries report the commit they were built from
-	@# (the plugins' VERSION, the tools' --version).
-	CGO_ENABLED=0 GOEXPERIMENT=$(PLUGIN_GOEXPERIMENT) $(GO) build -trimpath -ldflags=-s -buildvcs=auto -o bin/ $(addprefix ./plugins/,$(PLUGINS))
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-s -buildvcs=auto -o bin/ ./spec/cmd/cditool ./bridge/cmd/cdi-bridge
+	@mkdir -p $(BIN)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-s -buildvcs=auto -o $(BIN)/ $(BINARIES)
 
 # Only the drop-ins conf.d/node-defaults.list names, as in the image: the
 # others are examples (the host's virtual consoles, example cameras).
 # Drop-ins an operator already has are left alone: they are configuration.
 install: build
 	install -d $(DESTDIR)$(PLUGINDIR) $(DESTDIR)$(CONFDIR) $(DESTDIR)$(PREFIX)/bin
-	install -m 0755 $(addprefix bin/,$(PLUGINS)) $(DESTDIR)$(PLUGINDIR)/
-	install -m 0755 $(addprefix bin/,$(TOOLS)) $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(addprefix $(BIN)/,$(PLUGINS)) $(DESTDIR)$(PLUGINDIR)/
+	install -m 0755 $(addprefix $(BIN)/,$(TOOLS)) $(DESTDIR)$(PREFIX)/bin/
 	@cd conf.d && for f in $$(sed -e 's/#.*//' node-defaults.list); do \
 		dst="$(DESTDIR)$(CONFDIR)/$$f"; \
 		if [ -e "$$dst" ]; then echo "keeping existing $$dst"; \
@@ -95,11 +96,12 @@ kube-apiserver:
 THIN := awk '/[ :]/ { print; next } ++n % 100 == 0 { print "  " n " packages compiled, now " $$0 }'
 
 # The programs the tests run, each as program:its Debian package (what
-# .ci/run installs). etcd backs every Kubernetes test's kube-apiserver; the
-# others are the real node's (make e2e), which also needs root. Without
+# .ci/run installs). etcd backs every Kubernetes test's kube-apiserver; jq
+# and flock run the plugin in shell (testdata/shell) that spec/conformance
+# checks; the others are the real node's (make e2e), which also needs root. Without
 # them those tests skip, saying so; under CI they fail, and so does this.
 PREREQS := etcd:etcd-server runc:runc ip:iproute2 iptables:iptables unshare:util-linux \
-	/usr/lib/cni/loopback:containernetworking-plugins
+	flock:util-linux jq:jq /usr/lib/cni/loopback:containernetworking-plugins
 prereqs:
 	@missing=; for p in $(PREREQS); do command -v $${p%%:*} >/dev/null || missing="$$missing $${p#*:}"; done; \
 	[ "$$(id -u)" = 0 ] || echo "not root: the real node (make e2e) needs root, and skips without it"; \
@@ -214,7 +216,10 @@ lint:
 # BenchmarkAllocate (bridge/bench) are set against their floors by
 # benchstat, pinned as staticcheck is. BENCH="-rounds 50" and
 # SIM="-sim-nodes 10" size the bridge's parts (-dra-devices and
-# -dra-rounds in BENCH, the DRA table's). Last, on the real node
+# -dra-rounds in BENCH, the DRA table's). Then the store's soak
+# (bridge/departed's TestSoak: three nodes' stores and janitors under
+# random events, its invariants checked at every step) for SOAK, ten
+# minutes by default (make test runs it for one). Last, on the real node
 # (bridge/e2e/node, root; it skips without), a pod's start through DRA
 # against the device plugins: PODSTART="-podstart-rounds 50" sizes it.
 BENCHSTAT := golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
@@ -222,6 +227,8 @@ BENCH    ?=
 BROKERS  ?=
 SIM      ?=
 PODSTART ?=
+SOAK     ?= 10m
+SOAKTIMEOUT := 40m
 bench: kube-apiserver node-bins
 	$(GO) test -run '^$$' -bench '^BenchmarkPlugins$$' -benchtime 1x -timeout 30m ./plugins/bench
 	$(GO) test -run '^$$' -bench '^Benchmark(RoundTrip|Startup)$$' -count 6 ./plugins/bench > bin/bench-plugins.txt || \
@@ -234,6 +241,7 @@ bench: kube-apiserver node-bins
 	KUBE_APISERVER=$(KUBE_APISERVER) $(GO) test -run '^$$' -bench '^BenchmarkDRAPublish$$' -benchtime 1x -timeout 30m ./bridge/bench $(BENCH)
 	KUBE_APISERVER=$(KUBE_APISERVER) $(GO) test -run '^$$' -bench '^BenchmarkBrokers$$' -benchtime 1x -timeout 30m ./bridge/broker $(BROKERS)
 	cd $(E2E) && KUBE_APISERVER=$(KUBE_APISERVER) $(GO) run ./cmd/clustersim $(SIM)
+	KUBE_APISERVER=$(KUBE_APISERVER) $(GO) test -run '^TestSoak$$' -count=1 -timeout $(SOAKTIMEOUT) -v ./bridge/departed -soak=$(SOAK)
 	cd $(E2E) && KUBE_APISERVER=$(KUBE_APISERVER) KUBELET=$(KUBELET) CONTAINERD_BIN_DIR=$(CONTAINERD_BIN_DIR) \
 		KUBE_SCHEDULER=$(KUBE_SCHEDULER) KUBE_CONTROLLER_MANAGER=$(KUBE_CONTROLLER_MANAGER) \
 		$(GO) test -run '^$$' -bench '^BenchmarkPodStart$$' -benchtime 1x -timeout 20m ./node $(PODSTART)

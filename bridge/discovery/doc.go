@@ -1,8 +1,15 @@
 // Package discovery finds what the node's CDI plugins offer: it loads every
-// drop-in, runs INFO (protocol 0.1.0, for the device inventory) and groups
-// the devices into pools, one per drop-in and resource-spec. The bridge
-// turns each pool into a Configuration-level resource and each device into
-// an Instance.
+// drop-in, runs INFO and groups the devices into pools, one per drop-in and
+// resource-spec. The bridge turns each pool into a Configuration-level
+// resource and each device into an Instance.
+//
+// Every call of a plugin is made in the newest protocol version both the
+// bridge and the plugin speak, which must be 0.1.0 (the device inventory)
+// or newer: a plugin of an older one is a Skip that says so. VERSION runs
+// once per plugin binary (invoke.VersionCache), not before every INFO, and
+// again when the file at the binary's path changes (a plugin upgraded on
+// the host) or the plugin refuses the version with code 1. A plugin of
+// 0.1.0 alone is served as one of 0.2.0, without skipped_devices.
 //
 // Discovery runs at start, on a period, whenever the drop-in folder
 // changes, and, with a Watcher (inotify through fsnotify in the bridge),
@@ -17,7 +24,13 @@
 //
 // A plugin that fails INFO does not make its devices vanish (that would
 // withdraw resources from the kubelet on a transient error): they are
-// kept from the previous run and reported unhealthy until INFO succeeds.
+// kept from the previous run and reported unhealthy until INFO succeeds,
+// and the drop-in is a Skip meanwhile, as one that does not load: a
+// plugin that refuses its drop-in (a misspelt args member is code 15) is
+// on /readyz. What a plugin writes on stderr is logged at debug, at most
+// MaxStderrLogged bytes a run; the devices it skipped (SPEC.md's
+// skipped_devices) are counted by drop-in and reason (SkippedDevices) and
+// logged at info when they change.
 // A device that INFO no longer lists is logged once as vanished and goes,
 // unless Keep says a container holds it: it then stays among its pool's
 // devices, unhealthy, so that its Instance, its CDI name and its slots

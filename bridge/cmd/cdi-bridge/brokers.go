@@ -14,22 +14,29 @@ import (
 
 	"github.com/cdiexec/cdi/bridge/broker"
 	"github.com/cdiexec/cdi/bridge/departed"
+	"github.com/cdiexec/cdi/bridge/drafront"
+	"github.com/cdiexec/cdi/bridge/instance"
+	"github.com/cdiexec/cdi/bridge/instance/kube"
 )
 
 // withBrokers is whileLeading with the Broker controller (bridge/broker)
 // beside it, when --broker-namespaces names any namespace; else
-// whileLeading as it is. cfg is the Kubernetes store's configuration: the
-// controller runs in the bridge elected on its Lease.
-func withBrokers(o *options, cfg *rest.Config, whileLeading func(context.Context, departed.Store), log *slog.Logger) (func(context.Context, departed.Store), error) {
-	namespaces := slices.Sorted(maps.Keys(parsePoolList(o.brokerNamespaces)))
+// whileLeading as it is. The controller runs in the bridge elected on
+// the Kubernetes store's Lease, with clients of its own built from the
+// bridge's configuration: a Broker's thousand creates then wait on their
+// own rate limit, not on the janitor's or the DRA front end's.
+func withBrokers(o *options, api *kubeAccess, store instance.Store, whileLeading func(context.Context, departed.Store),
+	log *slog.Logger) (func(context.Context, departed.Store), error) {
+	// A comma-separated list, read as --dra-pools is.
+	namespaces := slices.Sorted(maps.Keys(drafront.ParsePools(o.brokerNamespaces)))
 	if len(namespaces) == 0 {
 		return whileLeading, nil
 	}
-	if cfg == nil || o.leaseName == "" {
+	if _, ok := store.(*kube.Store); !ok || api == nil || o.leaseName == "" {
 		return nil, fmt.Errorf("%w: --broker-namespaces needs the Kubernetes store and --leader-election-lease: the elected bridge makes the Brokers' workloads", errUsage)
 	}
-	cfg = rest.CopyConfig(cfg)
-	cfg.QPS, cfg.Burst, cfg.UserAgent = broker.ClientQPS, broker.ClientBurst, "cdi-bridge-brokers/"+o.nodeName
+	cfg := rest.CopyConfig(api.cfg)
+	cfg.UserAgent = "cdi-bridge-brokers/" + o.nodeName
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
@@ -39,7 +46,7 @@ func withBrokers(o *options, cfg *rest.Config, whileLeading func(context.Context
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	c, err := broker.New(broker.Config{Client: client, Dynamic: dyn, Namespaces: namespaces, Domain: o.domain,
-		DRAPools: slices.Sorted(maps.Keys(parsePoolList(o.draPools))), Logger: log})
+		DRAPools: slices.Sorted(maps.Keys(drafront.ParsePools(o.draPools))), Logger: log})
 	if err != nil {
 		return nil, err
 	}
