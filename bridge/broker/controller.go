@@ -38,20 +38,15 @@ const (
 	retryMax   = 5 * time.Minute
 )
 
-// The client the bridge gives the controller may make this many requests
-// a second, and this many at once after a quiet spell: 1,000 Jobs take
-// 20 s at 50 a second, where client-go's default of 5 would take over 3
-// minutes.
-const (
-	ClientQPS   = 50
-	ClientBurst = 100
-)
-
 // ErrConfig is wrapped by New's errors.
 var ErrConfig = errors.New("broker controller configuration")
 
 // Config says where the controller works and as whom.
 type Config struct {
+	// Client makes the workloads. The bridge gives the controller clients
+	// of its own, at the rate limits of kube.ClientQPS and ClientBurst:
+	// 1,000 Jobs take 20 s at 50 a second, where client-go's default of 5
+	// would take over 3 minutes.
 	Client kubernetes.Interface
 	// Dynamic reads the Brokers and writes their status.
 	Dynamic dynamic.Interface

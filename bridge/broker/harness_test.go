@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/cdiexec/cdi/bridge/instance"
+	"github.com/cdiexec/cdi/bridge/instance/kube"
 	"github.com/cdiexec/cdi/bridge/internal/fanout"
 	"github.com/cdiexec/cdi/bridge/internal/testing/apitest"
 	"github.com/cdiexec/cdi/bridge/internal/testing/schedtest"
@@ -149,7 +150,7 @@ func startHarness(t *testing.T) *harness {
 		t.Fatal(err)
 	}
 	h.cfg = rest.CopyConfig(c.Env.Config)
-	h.cfg.QPS, h.cfg.Burst = ClientQPS, ClientBurst
+	h.cfg.QPS, h.cfg.Burst = kube.ClientQPS, kube.ClientBurst
 	h.cfg.Wrap(h.writes.wrap)
 	c.CreateNode(t, clusterNode, map[string]string{corev1.LabelHostname: clusterNode})
 	return h

@@ -108,7 +108,7 @@ func measureScale(tb testing.TB, r *scaleRig, progress io.Writer) *scaleRun {
 	run.floor, run.floorWrites = r.floorJobs(tb)
 	counter := &writeCounter{counts: map[string]int{}}
 	cfg := rest.CopyConfig(r.env.Config)
-	cfg.QPS, cfg.Burst = ClientQPS, ClientBurst
+	cfg.QPS, cfg.Burst = kube.ClientQPS, kube.ClientBurst
 	cfg.Wrap(counter.wrap)
 	l := &looks{}
 	key := r.ns + "/inventory"
@@ -153,7 +153,7 @@ func (r *scaleRig) floorJobs(tb testing.TB) (time.Duration, map[string]int) {
 	tb.Helper()
 	counter := &writeCounter{counts: map[string]int{}}
 	cfg := rest.CopyConfig(r.env.Config)
-	cfg.QPS, cfg.Burst = ClientQPS, ClientBurst
+	cfg.QPS, cfg.Burst = kube.ClientQPS, kube.ClientBurst
 	cfg.Wrap(counter.wrap)
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -242,7 +242,7 @@ func writesText(w map[string]int) string {
 func (run *scaleRun) print(w io.Writer) {
 	fmt.Fprintf(w, "\nBrokers: one Broker of a Job per device selecting %d shared cameras (the leader's kube.Store of every pool; no pods); "+
 		"the controller's client and the floor's at %d requests a second, bursts of %d; load average %s to %s\n\n",
-		run.devices, ClientQPS, ClientBurst, run.load[0], run.load[1])
+		run.devices, kube.ClientQPS, kube.ClientBurst, run.load[0], run.load[1])
 	fmt.Fprintln(w, "| step | subject | took | x floor | writes |")
 	fmt.Fprintln(w, "|---|---|---|---|---|")
 	fmt.Fprintf(w, "| %d Jobs made | controller: Broker created until its status shows every Job Active | %.1f s | %.2f | %s |\n",
