@@ -324,3 +324,35 @@ func TestWorkloadName(t *testing.T) {
 		t.Error("two devices, one name")
 	}
 }
+
+// The claim's selector is CEL: ids and values are quoted as CEL string
+// literals, so that one holding a quote or a backslash selects itself
+// and nothing more; a property no published device can have (its name
+// not a C identifier) selects nothing.
+func TestCELSelector(t *testing.T) {
+	b := builder{domain: "cdi.local", dra: map[string]bool{"p": true}}
+	br := &Broker{Spec: Spec{Pool: "p"}}
+	dev := &Device{ID: `a" || true || "`}
+	tests := []struct {
+		name string
+		sel  *Selector
+		u    unit
+		want string
+	}{
+		{"a device by id", nil, unit{device: dev},
+			`device.driver == "cdi.local" && device.attributes["cdi.local"].pool == "p" && device.attributes["cdi.local"].id == "a\" || true || \""`},
+		{"the pool by ids and properties", &Selector{DeviceIDs: []string{"x", `y\`}, Properties: map[string]string{"site": "lab", "floor": "1"}}, unit{},
+			`device.driver == "cdi.local" && device.attributes["cdi.local"].pool == "p" && device.attributes["cdi.local"].id in ["x", "y\\"]` +
+				` && has(device.attributes["cdi.local"].floor) && device.attributes["cdi.local"].floor == "1"` +
+				` && has(device.attributes["cdi.local"].site) && device.attributes["cdi.local"].site == "lab"`},
+		{"a property no device publishes", &Selector{Properties: map[string]string{"pci-address": "x"}}, unit{}, "false"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			br.Spec.Selector = tc.sel
+			if got := b.celSelector(br, tc.u); got != tc.want {
+				t.Errorf("got  %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}
