@@ -34,8 +34,9 @@ help:
 	@echo "make node-bins      the kubelet, kube-scheduler, kube-controller-manager and containerd $(CONTAINERD_VERSION) the node test runs, into bin/"
 	@echo "make lint           merge-conflict markers, gofmt, go vet, staticcheck, and go.mod tidy in both modules"
 	@echo "make bench          benchmarks: the plugins' and the bridge's (go test -bench, benchstat), the DRA front end's"
-	@echo "                    ResourceSlice publishing, then the cluster simulation; tables of ratios against floors"
-	@echo "                    measured in the same run (BENCH=\"-rounds 50 -dra-rounds 10\" and SIM=\"-sim-nodes 10\""
+	@echo "                    ResourceSlice publishing, a Broker's 1,000 Jobs, then the cluster simulation; tables of"
+	@echo "                    ratios against floors measured in the same run (BENCH=\"-rounds 50 -dra-rounds 10\","
+	@echo "                    BROKERS=\"-broker-devices 5000\" and SIM=\"-sim-nodes 10\""
 	@echo "                    size the bridge's parts); then, on the real node (root), pod start through DRA"
 	@echo "                    against the device plugins (PODSTART=\"-podstart-rounds 50\"); the Instance store's soak"
 	@echo "                    runs for SOAK (10m; make test runs it for a minute)"
@@ -207,7 +208,10 @@ lint:
 # (bridge/bench) starts its own: the DRA front end's ResourceSlices for
 # 1,000 devices published by the library's controller, then republished
 # after one device changes, against the same slices written with the
-# typed client alone. The subjects of
+# typed client alone. BenchmarkBrokers (bridge/broker) starts its own
+# too: one Broker's Job for each of 1,000 devices, against the same Jobs
+# made with the typed client alone, and a new leader's writes
+# (BROKERS="-broker-devices 5000" sizes it). The subjects of
 # BenchmarkRoundTrip and BenchmarkStartup (plugins/bench) and of
 # BenchmarkAllocate (bridge/bench) are set against their floors by
 # benchstat, pinned as staticcheck is. BENCH="-rounds 50" and
@@ -220,6 +224,7 @@ lint:
 # against the device plugins: PODSTART="-podstart-rounds 50" sizes it.
 BENCHSTAT := golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 BENCH    ?=
+BROKERS  ?=
 SIM      ?=
 PODSTART ?=
 SOAK     ?= 10m
@@ -234,6 +239,7 @@ bench: kube-apiserver node-bins
 		{ cat bin/bench-allocate.txt; exit 1; }
 	$(GO) run $(BENCHSTAT) -col /subject bin/bench-allocate.txt
 	KUBE_APISERVER=$(KUBE_APISERVER) $(GO) test -run '^$$' -bench '^BenchmarkDRAPublish$$' -benchtime 1x -timeout 30m ./bridge/bench $(BENCH)
+	KUBE_APISERVER=$(KUBE_APISERVER) $(GO) test -run '^$$' -bench '^BenchmarkBrokers$$' -benchtime 1x -timeout 30m ./bridge/broker $(BROKERS)
 	cd $(E2E) && KUBE_APISERVER=$(KUBE_APISERVER) $(GO) run ./cmd/clustersim $(SIM)
 	KUBE_APISERVER=$(KUBE_APISERVER) $(GO) test -run '^TestSoak$$' -count=1 -timeout $(SOAKTIMEOUT) -v ./bridge/departed -soak=$(SOAK)
 	cd $(E2E) && KUBE_APISERVER=$(KUBE_APISERVER) KUBELET=$(KUBELET) CONTAINERD_BIN_DIR=$(CONTAINERD_BIN_DIR) \

@@ -81,7 +81,7 @@ func TestDeploy(t *testing.T) {
 	t.Run("the ServiceAccount has exactly the bridge's access", func(t *testing.T) {
 		user := "system:serviceaccount:" + k.Namespace + ":" + sa.GetName()
 		groups := []string{"system:serviceaccounts", "system:serviceaccounts:" + k.Namespace, "system:authenticated"}
-		checkMatrix(t, subjectReviewer(admin, user, groups), wantAccess(k.Namespace))
+		checkMatrix(t, subjectReviewer(admin, user, groups), append(wantAccess(k.Namespace), brokersOff(k.Namespace)...))
 	})
 	bridgeClient := bindTestUser(t, env, objs, sa)
 	t.Run("the test user has exactly the bridge's access", func(t *testing.T) {

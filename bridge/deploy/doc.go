@@ -1,10 +1,12 @@
 // Package deploy holds the bridge's Kubernetes manifests: a Helm chart
 // (chart/) and, generated from its default rendering by ./gen-kustomize
 // (make manifests), a kustomize layout (kubectl apply -k bridge/deploy):
-// the cdi-system namespace, the Instance CRD (crd/), the bridge's
-// ServiceAccount with least-privilege RBAC, a headless metrics Service, and
-// the DaemonSet, whose image ./image builds and whose init step is
-// ./cdi-install.
+// the cdi-system namespace, the Instance, Presence and Broker CRDs (crd/),
+// the bridge's ServiceAccount with least-privilege RBAC, a headless metrics
+// Service, and the DaemonSet, whose image ./image builds and whose init
+// step is ./cdi-install. The chart's brokers.enabled adds the Brokers'
+// RBAC, which examples/brokers/rbac.yaml holds for kustomize beside
+// example Brokers; examples/dra holds the DRA front end's.
 //
 // The package has no code of its own, only tests: they check that the
 // kustomization renders the chart's objects, lint and render the chart

@@ -15,6 +15,15 @@ import (
 // draExamples is the directory of the DRA front end's examples.
 const draExamples = "examples/dra"
 
+// namespacedExample reports whether an example of kind has a namespace.
+func namespacedExample(kind string) bool {
+	switch kind {
+	case "ResourceClaimTemplate", "Broker", "Deployment", "Role", "RoleBinding":
+		return true
+	}
+	return false
+}
+
 // readExamples decodes every document of the YAML files of dir, the
 // namespaced ones put in ns.
 func readExamples(t *testing.T, dir, ns string) []*unstructured.Unstructured {
@@ -34,7 +43,7 @@ func readExamples(t *testing.T, dir, ns string) []*unstructured.Unstructured {
 			if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil {
 				t.Fatalf("%s: %v", f, err)
 			}
-			if obj.GetKind() == "ResourceClaimTemplate" {
+			if namespacedExample(obj.GetKind()) {
 				obj.SetNamespace(ns)
 			}
 			objs = append(objs, obj)

@@ -41,7 +41,14 @@ type cluster struct{ *schedtest.Cluster }
 // that takes pods and the DeviceClasses of the driver's devices.
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
-	c := &cluster{schedtest.Start(t, func() *apitest.Env { return apitest.Start(t, apitest.Options{}) })}
+	return startClusterWith(t, schedtest.ClaimControllers)
+}
+
+// startClusterWith is startCluster with the controller-manager running
+// controllers.
+func startClusterWith(t *testing.T, controllers string) *cluster {
+	t.Helper()
+	c := &cluster{schedtest.StartWith(t, func() *apitest.Env { return apitest.Start(t, apitest.Options{}) }, controllers)}
 	c.CreateNode(t, clusterNode, map[string]string{corev1.LabelHostname: clusterNode})
 	c.CreateExamples(t)
 	return c

@@ -27,7 +27,7 @@ import (
 // the second asking for NoExecute (a top-level member the plugin
 // ignores).
 func TestClusterTaintsUnhealthyDevices(t *testing.T) {
-	c := startCluster(t)
+	c := startClusterWith(t, schedtest.ClaimControllers+","+schedtest.TaintEvictionController)
 	confDir := t.TempDir()
 	for file, dra := range map[string]map[string]any{"tty.d/generic.conf": nil,
 		"tty.d/critical.conf": {"unhealthyTaintEffect": "NoExecute"}} {

@@ -49,7 +49,10 @@ type options struct {
 	// The DRA front end: the pools it serves (none: off), its checkpoint,
 	// and the kubelet's directories.
 	draPools, draCheckpoint, draPluginDir, draRegistrarDir string
-	version                                                bool
+	// brokerNamespaces: those whose Brokers the elected bridge acts on;
+	// none turns Brokers off.
+	brokerNamespaces string
+	version          bool
 }
 
 // errUsage is wrapped by the errors of a command line that does not parse;
@@ -92,6 +95,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.draCheckpoint, "dra-checkpoint", "/var/lib/cdi/bridge/dra-claims.json", "the file recording the claims prepared through DRA, so that they can be unprepared after a restart")
 	fs.StringVar(&o.draPluginDir, "dra-plugin-dir", "", "directory of the DRA driver's socket (default /var/lib/kubelet/plugins/<domain>)")
 	fs.StringVar(&o.draRegistrarDir, "dra-registrar-dir", "/var/lib/kubelet/plugins_registry", "the kubelet's plugin registration directory, for the DRA driver")
+	fs.StringVar(&o.brokerNamespaces, "broker-namespaces", "", "namespaces, comma-separated, whose Brokers (bridge/broker) the bridge elected on --leader-election-lease acts on, making their Jobs and Deployments there; empty: Brokers off")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "cdi-bridge offers this node's CDI plugin devices to the kubelet as device plugins, one per device\n"+
 			"and one per pool, and keeps every device's usage slots in an Instance store (the Kubernetes API, or\n"+
@@ -152,6 +156,9 @@ func run(ctx context.Context, args []string) error {
 	var whileLeading func(context.Context, departed.Store)
 	if front != nil {
 		whileLeading = front.LeadShared
+	}
+	if whileLeading, err = withBrokers(o, api, store, whileLeading, log); err != nil {
+		return err
 	}
 	stopDeparted, err := startDeparted(ctx, o, api, store, whileLeading, log)
 	if err != nil {

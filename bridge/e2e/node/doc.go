@@ -58,6 +58,18 @@
 //     within 2 s, by the CDI name the bridge's prepare returned, and
 //     Healthy again once it is back; the bridge's /metrics counts the
 //     claim and the pool's devices.
+//   - TestBrokers runs a node as TestDRA does, with the Job, Deployment,
+//     ReplicaSet and garbage-collector controllers besides and the bridge
+//     acting on Brokers (bridge/broker) in the pods' namespace, holding the
+//     RBAC of bridge/deploy/examples/brokers: a Job per camera, each pod
+//     seeing its camera's variables alone; not run again by a new leader,
+//     run again when the Broker changes; a camera removed from the drop-in
+//     losing its Job after the grace and getting it back; a Deployment of
+//     two pods per camera, the bridge killed as the first Deployment shows
+//     (nothing made twice), a camera removed under its Deployment's pods,
+//     which hold it; one pod over both cameras; a Job per terminal through
+//     DRA, each seeing its terminal alone. Its pods run podcheck from a
+//     template, reporting into a directory named after the pod.
 //
 // BenchmarkPodStart runs a node as TestDRA does and times pods from their
 // creation to their container running, through the device plugins and

@@ -50,6 +50,19 @@ type DRANode struct {
 	*Node
 	// Checkpoint is the bridge's --dra-checkpoint.
 	Checkpoint string
+	// Options are what StartDRANodeWith was given.
+	Options DRANodeOptions
+}
+
+// DRANodeOptions are what a test of a DRA node adds to it.
+type DRANodeOptions struct {
+	// Controllers are more of kube-controller-manager's, comma-separated.
+	Controllers string
+	// Apply creates more objects once the cluster has the DRA examples,
+	// before the controllers and the bridge start.
+	Apply func(context.Context, *Cluster) error
+	// BridgeFlags are more of the bridge's flags.
+	BridgeFlags map[string]string
 }
 
 // StartDRANode starts a node with the controllers a claim needs, the DRA
@@ -59,8 +72,14 @@ type DRANode struct {
 // this one's.
 func StartDRANode(t testing.TB, l Layout, viaDRA bool) *DRANode {
 	t.Helper()
+	return StartDRANodeWith(t, l, viaDRA, DRANodeOptions{})
+}
+
+// StartDRANodeWith is StartDRANode with what o adds.
+func StartDRANodeWith(t testing.TB, l Layout, viaDRA bool, o DRANodeOptions) *DRANode {
+	t.Helper()
 	n := &DRANode{Node: &Node{Layout: l, ConfDir: l.Path("cdi-conf"), PluginDir: l.Bin},
-		Checkpoint: l.Path("cdi-state", "dra-claims.json")}
+		Checkpoint: l.Path("cdi-state", "dra-claims.json"), Options: o}
 	bindFresh(t, l, kubeletDir, cdiSpecDir)
 	// The kubelet-plugin library serves its socket here, and does not
 	// make the directory.
@@ -71,7 +90,16 @@ func StartDRANode(t testing.TB, l Layout, viaDRA bool) *DRANode {
 	if err := n.Cluster.applyDRAExamples(t.Context(), filepath.Join(l.Repo, draExamples)); err != nil {
 		t.Fatal(err)
 	}
-	timed(t, "kube-controller-manager and kube-scheduler", func() { startControllers(t, l, n.Cluster, draControllers) })
+	if o.Apply != nil {
+		if err := o.Apply(t.Context(), n.Cluster); err != nil {
+			t.Fatal(err)
+		}
+	}
+	controllers := draControllers
+	if o.Controllers != "" {
+		controllers += "," + o.Controllers
+	}
+	timed(t, "kube-controller-manager and kube-scheduler", func() { startControllers(t, l, n.Cluster, controllers) })
 	n.startKubelet(t)
 	var err error
 	if n.DropIns, err = WriteDropIns(n.ConfDir, l.Path("cdi-state")); err != nil {
@@ -93,6 +121,7 @@ func StartDRANode(t testing.TB, l Layout, viaDRA bool) *DRANode {
 func (n *DRANode) StartBridge(t testing.TB, viaDRA bool) {
 	t.Helper()
 	extra := map[string]string{"dra-checkpoint": n.Checkpoint}
+	maps.Copy(extra, n.Options.BridgeFlags)
 	if viaDRA {
 		extra["dra-pools"] = draPool
 	}

@@ -103,6 +103,21 @@ func (p *Proc) Stop() error {
 	return fmt.Errorf("%s did not exit within %v of SIGTERM", p.Name, stopGrace)
 }
 
+// Kill sends SIGKILL to the program's process group and waits for it to
+// exit: a crash, which leaves behind what a clean stop would tidy (a
+// Lease held, sockets). Killing a stopped program is a no-op.
+func (p *Proc) Kill() error {
+	if p.cmd == nil {
+		return nil
+	}
+	defer func() { p.cmd = nil }()
+	if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("killing %s: %w", p.Name, err)
+	}
+	<-p.done
+	return nil
+}
+
 // Restart stops the program and starts it again with the same arguments.
 func (p *Proc) Restart() error {
 	if err := p.Stop(); err != nil {

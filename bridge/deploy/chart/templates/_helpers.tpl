@@ -84,3 +84,14 @@ any.
 {{- define "cdi-bridge.confDir" -}}
 /etc/cdi{{ if include "cdi-bridge.dropIns" . | fromJson }}:/etc/cdi-chart{{ end }}
 {{- end }}
+
+{{/*
+The namespaces of values.brokers, joined by commas; refused when
+brokers.enabled lists none.
+*/}}
+{{- define "cdi-bridge.brokerNamespaces" -}}
+{{- if not .Values.brokers.namespaces -}}
+{{- fail "brokers.enabled: brokers.namespaces must list the namespaces whose Brokers the bridge acts on" -}}
+{{- end -}}
+{{ join "," .Values.brokers.namespaces }}
+{{- end }}

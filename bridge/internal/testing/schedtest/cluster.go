@@ -22,14 +22,36 @@ type Cluster struct {
 	Namespace string
 }
 
+// Controllers of kube-controller-manager, as its --controllers lists
+// them. Start runs ClaimControllers: the resourceclaim controller alone,
+// which makes a pod's claims from their templates. A test of Jobs and
+// Deployments needs WorkloadControllers besides: their controllers, the
+// ReplicaSets', and the garbage collector, which deletes what an owner's
+// deletion leaves. A test of device taints needs TaintEvictionController:
+// it evicts the pods whose claims hold a device with a NoExecute taint
+// they do not tolerate.
+const (
+	ClaimControllers        = "resourceclaim-controller"
+	WorkloadControllers     = "job-controller,deployment-controller,replicaset-controller,garbage-collector-controller"
+	TaintEvictionController = "device-taint-eviction-controller"
+)
+
 // Start runs a cluster for the test: the server startServer starts, then
-// the controller-manager and the scheduler over it. It calls startServer
-// only once it knows the programs, so that a skipped test starts nothing.
+// the controller-manager (ClaimControllers) and the scheduler over it. It
+// calls startServer only once it knows the programs, so that a skipped
+// test starts nothing.
 func Start(t testing.TB, startServer func() *apitest.Env) *Cluster {
+	t.Helper()
+	return StartWith(t, startServer, ClaimControllers)
+}
+
+// StartWith is Start with the controller-manager running controllers,
+// comma-separated.
+func StartWith(t testing.TB, startServer func() *apitest.Env, controllers string) *Cluster {
 	t.Helper()
 	sched, kcm := programs(t)
 	env := startServer()
-	startControllers(t, env, sched, kcm)
+	startControllers(t, env, sched, kcm, controllers)
 	client, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {
 		t.Fatal(err)
@@ -39,17 +61,12 @@ func Start(t testing.TB, startServer func() *apitest.Env) *Cluster {
 	return c
 }
 
-// controllers are what kube-controller-manager runs: the resourceclaim
-// controller makes a pod's claims from their templates, the device
-// taint eviction controller evicts the pods whose claims hold a device
-// with a NoExecute taint they do not tolerate.
-const controllers = "resourceclaim-controller,device-taint-eviction-controller"
-
 // startControllers runs kube-controller-manager, with controllers, and
-// kube-scheduler against env as its admin until the test ends. Each is the only one of its kind, so elects no leader,
-// and serves no HTTPS (--secure-port=0): no test reads its health, and
-// tests running side by side would contend for the default port.
-func startControllers(t testing.TB, env *apitest.Env, sched, kcm string) {
+// kube-scheduler against env as its admin until the test ends. Each is
+// the only one of its kind, so elects no leader, and serves no HTTPS
+// (--secure-port=0): no test reads its health, and tests running side by
+// side would contend for the default port.
+func startControllers(t testing.TB, env *apitest.Env, sched, kcm, controllers string) {
 	t.Helper()
 	admin := env.Kubeconfig(t, apitest.AdminUser)
 	common := []string{"--kubeconfig=" + admin, "--authentication-kubeconfig=" + admin, "--authorization-kubeconfig=" + admin,

@@ -4,6 +4,10 @@
 //
 //	podcheck [sleep]          wait for SIGTERM or SIGINT, then exit 0
 //	podcheck report DIR       write DIR/report.json (package report), then sleep
+//	podcheck report-once DIR  write DIR/report.json, then exit 0: a Job's pod
+//
+// DIR is made if it is not there: a Job's pods, which share their template,
+// each write to a directory named after the pod ($(POD_NAME) in args).
 //
 // The report lists every character and block device node under /dev
 // except those the runtime gives every container (Standard), and the
@@ -44,13 +48,16 @@ func main() {
 	}
 	switch {
 	case args[0] == "sleep" && len(args) == 1:
-	case args[0] == "report" && len(args) == 2:
+	case (args[0] == "report" || args[0] == "report-once") && len(args) == 2:
 		if err := writeReport(args[1]); err != nil {
 			fmt.Fprintln(os.Stderr, "podcheck:", err)
 			os.Exit(1)
 		}
+		if args[0] == "report-once" {
+			return
+		}
 	default:
-		fmt.Fprintln(os.Stderr, "usage: podcheck [sleep] | podcheck report DIR")
+		fmt.Fprintln(os.Stderr, "usage: podcheck [sleep] | podcheck report DIR | podcheck report-once DIR")
 		os.Exit(2)
 	}
 	// As a container's PID 1, SIGTERM is ignored unless handled: handle it
@@ -70,6 +77,9 @@ func writeReport(dir string) error {
 	r := report.Report{Devices: devices, Env: environment()}
 	data, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	tmp := filepath.Join(dir, ".report.json.tmp")

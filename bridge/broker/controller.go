@@ -1,0 +1,244 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// Timing of the controller's looks at a Broker.
+const (
+	// workloadSettle is how long after an event of a Broker's objects
+	// (a Job's pod finishing, say) the Broker is looked at: a burst of
+	// events, 1,000 Jobs being made, is one look and at most one status
+	// write.
+	workloadSettle = time.Second
+	// devicesMinGap is the least time between two reads of the devices:
+	// the store says it changed with every slot claimed in the cluster.
+	devicesMinGap = time.Second
+	// devicesPoll reads the devices whatever the store says.
+	devicesPoll = 30 * time.Second
+	// resyncEvery looks at every Broker, whatever happened.
+	resyncEvery = 10 * time.Minute
+	// nameTakenRetry is when a Broker whose workload's name another
+	// object has is looked at again.
+	nameTakenRetry = 10 * time.Second
+	// retryFirst and retryMax bound the retries of a Broker whose look
+	// failed (the API server unreachable, a status write that conflicted).
+	retryFirst = time.Second
+	retryMax   = 5 * time.Minute
+)
+
+// ErrConfig is wrapped by New's errors.
+var ErrConfig = errors.New("broker controller configuration")
+
+// Config says where the controller works and as whom.
+type Config struct {
+	// Client makes the workloads. The bridge gives the controller clients
+	// of its own, at the rate limits of kube.ClientQPS and ClientBurst:
+	// 1,000 Jobs take 20 s at 50 a second, where client-go's default of 5
+	// would take over 3 minutes.
+	Client kubernetes.Interface
+	// Dynamic reads the Brokers and writes their status.
+	Dynamic dynamic.Interface
+	// Namespaces are those whose Brokers are acted on, where the bridge
+	// may write workloads; a Broker elsewhere is told so in its status.
+	Namespaces []string
+	// Domain is the bridge's --domain: the prefix of the resources the
+	// workloads request, and the DRA driver's name.
+	Domain string
+	// DRAPools are the pools served through DRA (--dra-pools): their
+	// devices are read from the driver's ResourceSlices, and their
+	// workloads get claims instead of resources.
+	DRAPools []string
+	// Logger is slog.Default() when nil.
+	Logger *slog.Logger
+}
+
+// Controller makes and removes the workloads the Brokers want, while its
+// bridge leads.
+type Controller struct {
+	cfg    Config
+	log    *slog.Logger
+	served map[string]bool
+	dra    map[string]bool
+	// Hooks of the tests: beforeWrite is called before every write (a
+	// delete's last look for its device included), afterLook after every
+	// look at a Broker.
+	beforeWrite func(action)
+	afterLook   func(key string, err error)
+}
+
+// New checks cfg.
+func New(cfg Config) (*Controller, error) {
+	if cfg.Client == nil || cfg.Dynamic == nil || cfg.Domain == "" || len(cfg.Namespaces) == 0 {
+		return nil, fmt.Errorf("%w: Client, Dynamic, Domain and Namespaces are required", ErrConfig)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	c := &Controller{cfg: cfg, log: log.With("controller", "brokers"), served: map[string]bool{}, dra: map[string]bool{}}
+	for _, ns := range cfg.Namespaces {
+		c.served[ns] = true
+	}
+	for _, p := range cfg.DRAPools {
+		c.dra[p] = true
+	}
+	return c, nil
+}
+
+// Run acts on the Brokers until ctx ends, reading the devices of the
+// pools served by device plugins from store, the leader's Instance store
+// of every pool; it returns nil then. It acts only once every view it
+// reads is complete: a leader that acted on half a list would take the
+// devices it has not read yet for gone.
+func (c *Controller) Run(ctx context.Context, store Instances) error {
+	r, err := c.start(ctx, store)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	c.log.Info("acting on Brokers", "namespaces", c.cfg.Namespaces, "draPools", c.cfg.DRAPools)
+	defer c.log.Info("no longer acting on Brokers")
+	var wg sync.WaitGroup
+	wg.Go(func() { r.watchDevices(ctx) })
+	wg.Go(func() { r.resync(ctx) })
+	go func() {
+		<-ctx.Done()
+		r.queue.ShutDown()
+	}()
+	for r.next(ctx) {
+	}
+	wg.Wait()
+	return nil
+}
+
+// next handles the next queued Broker; false once the queue is shut down.
+func (r *run) next(ctx context.Context) bool {
+	key, shutdown := r.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer r.queue.Done(key)
+	br, err := r.broker(key)
+	if br == nil || err != nil {
+		if err != nil {
+			r.log.Error("reading a Broker", "broker", key, "err", err)
+		}
+		r.queue.Forget(key)
+		return true
+	}
+	again, err := r.reconcile(ctx, br)
+	if r.afterLook != nil {
+		r.afterLook(key, err)
+	}
+	switch {
+	case err != nil && ctx.Err() == nil:
+		r.log.Warn("acting on a Broker; will retry", "broker", key, "err", err)
+		r.queue.AddRateLimited(key)
+	case err == nil:
+		r.queue.Forget(key)
+		if again > 0 {
+			r.queue.AddAfter(key, again)
+		}
+	}
+	return true
+}
+
+// resync queues every Broker every resyncEvery, until ctx ends.
+func (r *run) resync(ctx context.Context) {
+	tick := time.NewTicker(resyncEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			for _, key := range r.brokers.GetIndexer().ListKeys() {
+				r.queue.Add(key)
+			}
+		}
+	}
+}
+
+// watchDevices reads the devices when the store, the slices or the
+// Nodes say they changed, at most every devicesMinGap, and at least every devicesPoll,
+// until ctx ends, and queues the Brokers of every pool whose devices
+// changed since the last read.
+func (r *run) watchDevices(ctx context.Context) {
+	var changes <-chan struct{}
+	if cs, ok := r.store.(interface {
+		Changes() (<-chan struct{}, func())
+	}); ok {
+		ch, stop := cs.Changes()
+		defer stop()
+		changes = ch
+	}
+	tick := time.NewTicker(devicesPoll)
+	defer tick.Stop()
+	var last map[string]string
+	for {
+		if byPool, err := r.devices(ctx); err == nil {
+			now := fingerprints(byPool)
+			if last != nil {
+				for _, pool := range changedPools(last, now) {
+					r.queuePool(pool)
+				}
+			}
+			last = now
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(devicesMinGap):
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changes:
+		case <-r.devicesChanged:
+		case <-tick.C:
+		}
+	}
+}
+
+// queuePool queues every Broker of pool.
+func (r *run) queuePool(pool string) {
+	objs, err := r.brokers.GetIndexer().ByIndex(byPool, pool)
+	if err != nil {
+		return
+	}
+	for _, obj := range objs {
+		if m, ok := obj.(metav1.Object); ok {
+			r.queue.Add(m.GetNamespace() + "/" + m.GetName())
+		}
+	}
+}
+
+// newQueue is the queue of Broker keys: a failed Broker is retried soon,
+// then less and less often.
+func newQueue() workqueue.TypedRateLimitingInterface[string] {
+	return workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryFirst, retryMax))
+}
+
+// sortedKeys is m's keys, sorted.
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,82 @@
+// Package broker deploys, for the devices the bridge discovers, the
+// workloads that use them: what Akri calls brokers, and its proposal
+// "Infrastructure for Multiple Deployment Strategies" describes. A Broker
+// (a custom resource of ours, bridge/deploy/crd/brokers.yaml) names a
+// pool, optionally which of its devices (by id and property), and a Job
+// or Deployment template; the Controller makes ordinary Jobs and
+// Deployments that request the devices, and the scheduler places them on
+// a node that has them. Nothing here schedules.
+//
+// Strategies. PerDevice is one workload per selected device, requesting
+// that device: its Instance-level resource (<domain>/<Instance name>, one
+// slot per container) in a pool served by device plugins; in a pool
+// served through DRA, a ResourceClaimTemplate of the workload's that
+// selects the device by its pool and id attributes (a device only one node
+// sees also pins the pods to that node by node affinity, since a local
+// device's id is not unique in the cluster). A Deployment's replicas are
+// at most the device's capacity. Pool is one workload over Count devices
+// of the pool: Count of its Configuration-level resource, or a claim of
+// Count devices the Broker's selector picks. Optional Services: one per
+// device's workload and one over all of the Broker's.
+//
+// Which devices exist is read where the bridge records them: the
+// Instances of the leader's store of every pool for the pools served by
+// device plugins, a device being there while some node sees it and some
+// such node has it healthy (its Nodes' allocatable of the device's own
+// resource, since a bridge keeps a vanished device, unhealthy, while a
+// container holds it); the driver's ResourceSlices (the newest generation
+// of each DRA pool, which lists healthy devices only) for the pools
+// served through DRA, whose node-local devices have no Instance.
+//
+// Idempotence. Every object is named from the Broker and the device alone
+// (workloadName), carries the labels LabelBroker, LabelPool, LabelDevice
+// and LabelWorkload, and has the Broker as its controlling owner, so that
+// deleting the Broker deletes them (the garbage collector) and a second
+// create of one, by a restarted or a new leader, fails rather than make a
+// twin. A look at a Broker writes only what differs: a missing object is
+// one create; a Deployment, Service or claim template whose template
+// changed (AnnotationHash) one update (a claim template, whose spec
+// cannot change, a delete and a create); a Broker whose status would not
+// change no status write. The controller remembers its own writes until
+// its informers show them (recentWrites), so that a look soon after
+// another neither makes an object twice nor deletes one twice.
+//
+// Lifecycle. A device that vanishes keeps its workloads for the Broker's
+// deletionGraceSeconds (DefaultDeletionGrace): the status says since when
+// (goneSince), so that a new leader keeps counting; one that returns
+// within it keeps them, one that returns after gets them anew. Just
+// before deleting, the controller looks for the device once more. A
+// device no longer selected (the selector or the strategy changed) loses
+// its workloads at once. A Job made for a device is labelled with the
+// Broker's generation: one of an older generation is replaced (the
+// proposal's brokerGeneration); one that completed or failed is not run
+// again, even once it is deleted (the status remembers it), until the
+// Broker's spec changes. A changed Deployment template is an update of the
+// Deployment, which rolls its pods.
+//
+// Status. Per workload, its device, kind, name, the generation it was
+// made for and its state (Active; a Job's Completed or Failed); counts for
+// kubectl's columns; the conditions Accepted (False for a Broker in a
+// namespace the bridge does not serve, which is reported and not acted
+// on, or one it cannot meet) and Created (False, with the first
+// failures, when a workload could not be made).
+//
+// The Controller runs in the bridge elected on the departed-node Lease,
+// and only while it leads (bridge/departed's Config.WhileLeading), on the
+// store of every pool that bridge already holds. It acts only once its
+// informers (Brokers everywhere; Jobs, Deployments, Services and claim
+// templates labelled LabelBroker in each namespace served; the Nodes, of
+// which it keeps the allocatable counts of the domain's resources; the
+// driver's ResourceSlices) hold their first lists. One worker looks at one Broker
+// at a time, queued by its own events, its objects' (after a second, so
+// that a burst is one look), changes of its pool's devices, and every
+// ten minutes.
+//
+// It needs (the chart's brokers.enabled): brokers list and watch and
+// brokers/status update everywhere; Nodes list and watch (the bridge's
+// own role has them); in each namespace of
+// brokers.namespaces, list and watch of Jobs, Deployments, Services (and
+// ResourceClaimTemplates with DRA pools), create and delete of each,
+// update of Deployments and Services; with DRA pools, ResourceSlices list
+// and watch (the DRA front end's role has them).
+package broker
