@@ -65,7 +65,7 @@ func (x draStartSample) wait() time.Duration { return x.inAPI.Sub(x.handOff) }
 // draStartRun is BenchmarkDRAStart's measurement.
 type draStartRun struct {
 	o       draOptions
-	slices  int // the bridge's, in the first round
+	size    storedSize // the bridge's slices, in the first round
 	samples []draStartSample
 	load    [2]string
 }
@@ -144,12 +144,13 @@ func measureDRAStart(ctx context.Context, env *apitest.Env, kubeconfig, bin stri
 	}
 	run := &draStartRun{o: o, load: [2]string{loadAverage()}}
 	var devices []resourceslice.Slice // the first bridge's, which the floors write
+	var size storedSize
 	for r := range o.rounds {
 		fmt.Fprintf(log, "DRA start bench: round %d of %d, %d devices\n", r+1, o.rounds, o.devices)
 		var x draStartSample
 		bridge := func() error {
 			var err error
-			x, devices, err = startDRABridge(ctx, admin, kubeconfig, bin, fmt.Sprintf("dra-start-%d", r), o.devices)
+			x, devices, size, err = startDRABridge(ctx, admin, kubeconfig, bin, fmt.Sprintf("dra-start-%d", r), o.devices)
 			return err
 		}
 		floor := func() (err error) {
@@ -166,7 +167,7 @@ func measureDRAStart(ctx context.Context, env *apitest.Env, kubeconfig, bin stri
 			}
 		}
 		if r == 0 {
-			run.slices = len(devices)
+			run.size = size
 		}
 		run.samples = append(run.samples, x)
 	}
@@ -176,29 +177,29 @@ func measureDRAStart(ctx context.Context, env *apitest.Env, kubeconfig, bin stri
 
 // startDRABridge starts cdi-bridge as node serving n terminals through
 // DRA, waits until its slices are in the API, stops it, and returns its
-// start's times and its slices.
-func startDRABridge(ctx context.Context, admin kubernetes.Interface, kubeconfig, bin, node string, n int) (draStartSample, []resourceslice.Slice, error) {
+// start's times, its slices and their size.
+func startDRABridge(ctx context.Context, admin kubernetes.Interface, kubeconfig, bin, node string, n int) (draStartSample, []resourceslice.Slice, storedSize, error) {
 	dir, err := os.MkdirTemp("", "cdis")
 	if err != nil {
-		return draStartSample{}, nil, fmt.Errorf("bridge directory: %w", err)
+		return draStartSample{}, nil, storedSize{}, fmt.Errorf("bridge directory: %w", err)
 	}
 	defer os.RemoveAll(dir)
 	if err := ttyRoot(dir, n); err != nil {
-		return draStartSample{}, nil, err
+		return draStartSample{}, nil, storedSize{}, err
 	}
 	// The kubelet's registration directory, which the kubelet makes.
 	if err := os.Mkdir(filepath.Join(dir, "reg"), 0o700); err != nil {
-		return draStartSample{}, nil, fmt.Errorf("registration directory: %w", err)
+		return draStartSample{}, nil, storedSize{}, fmt.Errorf("registration directory: %w", err)
 	}
 	s, err := newWatchedNode(ctx, admin, node)
 	if err != nil {
-		return draStartSample{}, nil, err
+		return draStartSample{}, nil, storedSize{}, err
 	}
 	defer s.close(ctx, admin)
 	logPath := filepath.Join(dir, "cdi-bridge.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
-		return draStartSample{}, nil, fmt.Errorf("bridge log: %w", err)
+		return draStartSample{}, nil, storedSize{}, fmt.Errorf("bridge log: %w", err)
 	}
 	defer logFile.Close()
 	cmd := exec.CommandContext(ctx, filepath.Join(bin, "cdi-bridge"), "--conf-dir", filepath.Join(dir, "conf"), "--plugin-path", bin,
@@ -209,13 +210,13 @@ func startDRABridge(ctx context.Context, admin kubernetes.Interface, kubeconfig,
 		"--dra-registrar-dir", filepath.Join(dir, "reg"))
 	cmd.Stderr = logFile
 	if err := cmd.Start(); err != nil {
-		return draStartSample{}, nil, fmt.Errorf("starting cdi-bridge: %w", err)
+		return draStartSample{}, nil, storedSize{}, fmt.Errorf("starting cdi-bridge: %w", err)
 	}
 	at, werr := s.watch.untilComplete(ctx, n)
 	_, serr := stopBridge(cmd)
 	if err := errors.Join(werr, serr); err != nil {
 		log, _ := os.ReadFile(logPath)
-		return draStartSample{}, nil, fmt.Errorf("%w; cdi-bridge's log:\n%s", err, log)
+		return draStartSample{}, nil, storedSize{}, fmt.Errorf("%w; cdi-bridge's log:\n%s", err, log)
 	}
 	x, err := readStartLog(logPath)
 	x.inAPI = at
@@ -223,7 +224,8 @@ func startDRABridge(ctx context.Context, admin kubernetes.Interface, kubeconfig,
 	for _, sl := range s.watch.current() {
 		devices = append(devices, resourceslice.Slice{Devices: sl.Spec.Devices})
 	}
-	return x, devices, err
+	size, serr := s.watch.size()
+	return x, devices, size, errors.Join(err, serr)
 }
 
 // ttyRoot makes a generic-tty drop-in in dir/conf over n terminals,
@@ -350,7 +352,8 @@ func (run *draStartRun) print(w io.Writer) {
 	wait, floor := run.medianOf(draStartSample.wait), run.medianOf(func(x draStartSample) time.Duration { return x.floor })
 	whole := run.medianOf(func(x draStartSample) time.Duration { return x.inAPI.Sub(x.begun) })
 	fmt.Fprintf(w, "\nDRA first publish as the bridge makes it: cdi-bridge with --dra-pools %s over generic-tty, %d devices\n", ttyPool, run.o.devices)
-	fmt.Fprintf(w, "(terminals, capacity 1) in %d slices, the kube store, against a real kube-apiserver; medians of %d starts,\n", run.slices, run.o.rounds)
+	fmt.Fprintf(w, "(terminals, capacity 1) in %d slices (%s KB as JSON), the kube store, against a real kube-apiserver; medians of %d starts,\n",
+		run.size.slices, kb(int64(run.size.json)), run.o.rounds)
 	fmt.Fprintf(w, "each on a Node of its own, the floor's order alternating; the machine's load average (1 min) %s before, %s after\n", run.load[0], run.load[1])
 	tw := newTable(w)
 	fmt.Fprintln(tw, "what\tms\tx floor\tverdict")
@@ -365,6 +368,7 @@ func (run *draStartRun) print(w io.Writer) {
 		ms(run.medianOf(func(x draStartSample) time.Duration { return x.controller.Sub(x.begun) })))
 	tw.Flush()
 	fmt.Fprintln(w, "Times from the bridge's JSON log (its lines' times) and a watch of the node's slices (another client), on one clock.")
+	fmt.Fprintln(w, "The floor's client is one for all rounds, its connection open, as the bridge's is by its first publish; the bridge's rate limit.")
 	fmt.Fprintln(w, "The parts are medians each, and need not add up to the whole's median.")
 }
 
