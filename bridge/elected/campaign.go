@@ -11,8 +11,8 @@ import (
 )
 
 // campaign runs one election: it waits to lead, leads until the lease is
-// lost or ctx ends, and returns once the jobs have returned, so that the
-// next campaign never overlaps them.
+// lost or ctx ends, and returns once the jobs have returned and the lease
+// is let go, so that the next campaign never overlaps them.
 func (c *Candidate) campaign(ctx context.Context) error {
 	// Run calls OnStartedLeading at most once, in a goroutine of its own;
 	// leading on this goroutine instead makes "the jobs have returned" a
@@ -22,24 +22,32 @@ func (c *Candidate) campaign(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The elector's context is not ctx: ended, it releases the Lease at
+	// once, and another bridge would start its jobs while these still
+	// run. It ends when ctx does only if this bridge is not leading, else
+	// once the jobs have returned.
+	electing, stopElecting := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopElecting()
 	ran := make(chan struct{})
 	go func() {
 		defer close(ran)
-		le.Run(ctx)
+		le.Run(electing)
 	}()
 	select {
 	case lctx := <-started:
-		c.lead(lctx)
-	case <-ran:
+		c.lead(ctx, lctx)
+	case <-ctx.Done():
 	}
+	stopElecting()
 	<-ran
 	return nil
 }
 
 // elector is a leader elector on the Lease, calling lead when this
 // bridge starts leading. LeaseLock only gets, creates and updates the
-// Lease, within the bridge's RBAC; on ctx's end the lease is released (an
-// update) so that another bridge takes over at once.
+// Lease, within the bridge's RBAC; when the context Run is given ends,
+// the lease is released (an update) so that another bridge takes over at
+// once.
 func (c *Candidate) elector(lead func(context.Context)) (*leaderelection.LeaderElector, error) {
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock: &resourcelock.LeaseLock{
@@ -66,10 +74,13 @@ func (c *Candidate) elector(lead func(context.Context)) (*leaderelection.LeaderE
 	return le, nil
 }
 
-// lead is the leader's work until ctx ends: it opens the store of every
-// pool once, runs every job on it side by side, and returns once each
-// has returned.
-func (c *Candidate) lead(ctx context.Context) {
+// lead is the leader's work until ctx ends or leadership does (lctx): it
+// opens the store of every pool once, runs every job on it side by side,
+// and returns once each has returned.
+func (c *Candidate) lead(ctx, lctx context.Context) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(lctx, cancel)()
 	c.log.Info("leading: running the elected bridge's jobs", "node", c.cfg.Node, "jobs", Names(c.cfg.Jobs))
 	defer c.log.Info("no longer leading", "node", c.cfg.Node)
 	store, err := c.cfg.OpenStore(ctx)
@@ -77,6 +88,7 @@ func (c *Candidate) lead(ctx context.Context) {
 		if ctx.Err() == nil {
 			c.log.Error("opening the store of every pool for the elected bridge's jobs", "err", err)
 		}
+		<-ctx.Done() // leading, with no job, until leadership ends
 		return
 	}
 	var wg sync.WaitGroup

@@ -18,10 +18,20 @@
 // each node's bridge watches the pools it serves. It runs every job on
 // that store side by side, each in a goroutine of its own. A job that
 // stops with an error is logged and waits for the next leadership; the
-// others go on. When leadership ends, every job's context ends, and the
-// next campaign starts once each has returned. A new leader, here or on
-// another node, starts every job afresh from the API server's objects:
-// nothing of a job's state is handed from one leadership to the next.
+// others go on.
+//
+// When leadership ends, every job's context ends, and the job has
+// returned before leadership is given up. A bridge that stops (its
+// context ends) keeps renewing the Lease until its jobs have returned,
+// and only then releases it, so that another takes over at once but
+// never while these jobs still write. A leader whose renewals fail (the
+// API server unreachable) ends its jobs' context after RenewDeadline,
+// while the other bridges wait LeaseDuration from its last renewal before
+// they take the Lease: the difference, 5 s by default, is what its jobs
+// have to return in, as for every client-go leader. A new leader, here
+// or on another node, starts every job afresh from the API server's
+// objects: nothing of a job's state is handed from one leadership to the
+// next.
 //
 // A Candidate needs, in the namespace, leases get, create and update
 // (the RBAC names the Lease); nodes get; and what the store and the jobs

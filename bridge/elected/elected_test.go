@@ -42,6 +42,7 @@ func TestCandidate(t *testing.T) {
 		{"jobs run in the leader alone, on one store, and the next leader's afresh", testJobs},
 		{"a bridge without a Node stays out", testNoOwnNode},
 		{"a job that stops leaves the others running", testJobStops},
+		{"the Lease is held until the jobs have returned", testHeldUntilReturned},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.run(t, electtest.NewCluster(t, env, admin)) })
@@ -111,6 +112,47 @@ func testJobStops(t *testing.T, c *electtest.Cluster) {
 	}
 }
 
+// testHeldUntilReturned: the leader's bridge stops while its job is
+// still at work after its context ended (a deletion under way). Until
+// the job has returned, the leader keeps renewing the Lease and the other
+// bridge runs no job; then the other takes over.
+func testHeldUntilReturned(t *testing.T, c *electtest.Cluster) {
+	c.CreateNodes("d-n1", "d-n2")
+	rec := newRecorder()
+	release := make(chan struct{})
+	rec.linger = map[string]chan struct{}{"d-n1": release}
+	stop := rec.start(c, "d-n1", 1)
+	// Before the bridges' own cleanups (the last registered runs first),
+	// so that a failing test does not wait on the held job for ever.
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { close(release) }) })
+	rec.waitRunning(t, map[string]int{"d-n1": 1})
+	rec.start(c, "d-n2", 1)
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		stop()
+	}()
+	for deadline := time.Now().Add(waitLimit); rec.lingeringNow() == 0; time.Sleep(pollPeriod) {
+		if time.Now().After(deadline) {
+			t.Fatal("d-n1's job never saw its context end")
+		}
+	}
+	// Renewals by d-n1 after its job's context ended: d-n2 tried to take
+	// the Lease at each of them, as often as d-n1 renews.
+	renewals := c.Renewals("d-n1", 3, waitLimit)
+	if running := rec.runningNow(); renewals < 3 || running["d-n2"] != 0 || rec.overlapped() != 0 {
+		t.Fatalf("while d-n1's job was still at work: %d renewals by d-n1 (holder now %q), jobs running %v, %d overlaps",
+			renewals, c.Holder(), running, rec.overlapped())
+	}
+	once.Do(func() { close(release) })
+	<-stopped
+	rec.waitRunning(t, map[string]int{"d-n2": 1})
+	if n := rec.overlapped(); n != 0 {
+		t.Errorf("%d jobs started while another bridge's ran", n)
+	}
+}
+
 // TestNewChecksConfig needs no server: New refuses what leader election
 // would, before anything runs.
 func TestNewChecksConfig(t *testing.T) {
@@ -167,6 +209,10 @@ type recorder struct {
 	// overlaps counts the jobs started while another bridge's ran: two
 	// leaders at once.
 	overlaps int
+	// linger holds, by bridge, its jobs after their context ends until
+	// it is closed; lingering counts those held.
+	linger    map[string]chan struct{}
+	lingering int
 }
 
 func newRecorder() *recorder {
@@ -216,6 +262,15 @@ func (j *job) Run(ctx context.Context, store elected.Store) error {
 	r.mu.Unlock()
 	<-ctx.Done()
 	r.mu.Lock()
+	linger := r.linger[j.who]
+	if linger != nil {
+		r.lingering++
+	}
+	r.mu.Unlock()
+	if linger != nil {
+		<-linger
+	}
+	r.mu.Lock()
 	r.running[j.who]--
 	r.mu.Unlock()
 	return nil
@@ -240,6 +295,12 @@ func (r *recorder) opened(who string) (opens, stores int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.opens[who], len(r.stores[who])
+}
+
+func (r *recorder) lingeringNow() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lingering
 }
 
 func (r *recorder) overlapped() int {

@@ -151,6 +151,30 @@ func (c *Cluster) Holder() string {
 	return *lease.Spec.HolderIdentity
 }
 
+// Renewals reads the Lease until holder has renewed it n times since the
+// first read, it names another holder (or none), or limit has passed, and
+// returns the renewals it saw.
+func (c *Cluster) Renewals(holder string, n int, limit time.Duration) int {
+	c.TB.Helper()
+	leases := c.Admin.CoordinationV1().Leases(c.Namespace)
+	var last time.Time
+	seen := -1 // the first read's renewal is not one since
+	for deadline := time.Now().Add(limit); seen < n && time.Now().Before(deadline); time.Sleep(limit / 1000) {
+		lease, err := leases.Get(c.TB.Context(), elected.DefaultLease, metav1.GetOptions{})
+		if err != nil {
+			c.TB.Fatal(err)
+		}
+		if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != holder || lease.Spec.RenewTime == nil {
+			break
+		}
+		if renewed := lease.Spec.RenewTime.Time; !renewed.Equal(last) {
+			last = renewed
+			seen++
+		}
+	}
+	return max(seen, 0)
+}
+
 // Log is a log that goroutines may write to after the test has ended,
 // unlike t.Log.
 type Log struct {
