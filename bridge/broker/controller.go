@@ -141,7 +141,7 @@ func (r *run) next(ctx context.Context) bool {
 	br, err := r.broker(key)
 	if br == nil || err != nil {
 		if err != nil {
-			r.log.Error("reading a Broker", "broker", key, "err", err)
+			r.log.Error("reading a Broker", "broker", key, "error", err)
 		}
 		r.queue.Forget(key)
 		return true
@@ -152,7 +152,7 @@ func (r *run) next(ctx context.Context) bool {
 	}
 	switch {
 	case err != nil && ctx.Err() == nil:
-		r.log.Warn("acting on a Broker; will retry", "broker", key, "err", err)
+		r.log.Warn("acting on a Broker; will retry", "broker", key, "error", err)
 		r.queue.AddRateLimited(key)
 	case err == nil:
 		r.queue.Forget(key)

@@ -86,7 +86,7 @@ func (c *Candidate) lead(ctx, lctx context.Context) {
 	store, err := c.cfg.OpenStore(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
-			c.log.Error("opening the store of every pool for the elected bridge's jobs", "err", err)
+			c.log.Error("opening the store of every pool for the elected bridge's jobs", "error", err)
 		}
 		<-ctx.Done() // leading, with no job, until leadership ends
 		return
@@ -96,7 +96,7 @@ func (c *Candidate) lead(ctx, lctx context.Context) {
 	for _, job := range c.cfg.Jobs {
 		wg.Go(func() {
 			if err := job.Run(ctx, store); err != nil && ctx.Err() == nil {
-				c.log.Error("an elected bridge's job stopped; it starts again when this bridge next leads", "job", job.Name(), "err", err)
+				c.log.Error("an elected bridge's job stopped; it starts again when this bridge next leads", "job", job.Name(), "error", err)
 			}
 		})
 	}

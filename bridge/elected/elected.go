@@ -166,7 +166,7 @@ func (c *Candidate) waitOwnNode(ctx context.Context) bool {
 		}
 		if !warned {
 			c.log.Warn("not running for election until this node's Node object can be read: to a bridge whose node name names no Node, every node would look departed",
-				"node", c.cfg.Node, "err", err, "retry", c.cfg.NodePoll)
+				"node", c.cfg.Node, "error", err, "retry", c.cfg.NodePoll)
 			warned = true
 		}
 		select {

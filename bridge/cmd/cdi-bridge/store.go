@@ -154,7 +154,7 @@ func startElected(ctx context.Context, o *options, api *kubeAccess, store instan
 	go func() {
 		defer close(done)
 		if err := c.Run(ctx); err != nil {
-			log.Error("the candidate for the elected bridge stopped", "err", err)
+			log.Error("the candidate for the elected bridge stopped", "error", err)
 		}
 	}()
 	return func() { cancel(); <-done }, nil

@@ -70,7 +70,7 @@ func (j *Janitor) prune(ctx context.Context, store elected.Store) {
 		}
 		deleted, err := store.PruneUnseen(ctx, j.cfg.UnseenGrace, time.Now())
 		if deleted > 0 || (err != nil && ctx.Err() == nil) {
-			j.log.Info("deleted Instances no node has seen", "for", j.cfg.UnseenGrace.String(), "deleted", deleted, "err", err)
+			j.log.Info("deleted Instances no node has seen", "for", j.cfg.UnseenGrace.String(), "deleted", deleted, "error", err)
 		}
 	}
 }
@@ -117,7 +117,7 @@ func (j *Janitor) sweep(ctx context.Context, store elected.Store, nodes cache.St
 	named, err := store.Nodes(ctx)
 	if err != nil {
 		// Nodes returns what it could read: sweep that much.
-		j.log.Warn("departed-node sweep: listing the nodes named", "err", err)
+		j.log.Warn("departed-node sweep: listing the nodes named", "error", err)
 	}
 	var gone []string
 	for _, name := range named {
@@ -139,7 +139,7 @@ func (j *Janitor) next(ctx context.Context, store elected.Store, queue workqueue
 	defer queue.Done(name)
 	if err := j.forgetIfGone(ctx, store, name); err != nil {
 		if ctx.Err() == nil {
-			j.log.Warn("clearing a departed node; will retry", "node", name, "err", err)
+			j.log.Warn("clearing a departed node; will retry", "node", name, "error", err)
 			queue.AddRateLimited(name)
 		}
 		return true
@@ -162,7 +162,7 @@ func (j *Janitor) forgetIfGone(ctx context.Context, store elected.Store, node st
 		return fmt.Errorf("looking up node %s: %w", node, err)
 	}
 	freed, err := store.ForgetNode(ctx, node)
-	j.log.Info("cleared a departed node", "node", node, "freedSlots", freed, "err", err)
+	j.log.Info("cleared a departed node", "node", node, "freedSlots", freed, "error", err)
 	if err != nil {
 		return fmt.Errorf("clearing node %s: %w", node, err)
 	}
