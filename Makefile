@@ -219,7 +219,7 @@ lint:
 # benchstat, pinned as staticcheck is. BENCH="-rounds 50" and
 # SIM="-sim-nodes 10" size the bridge's parts (-dra-devices and
 # -dra-rounds in BENCH, the DRA table's). Then the store's soak
-# (bridge/departed's TestSoak: three nodes' stores and janitors under
+# (bridge/elected/departed's TestSoak: three nodes' stores and janitors under
 # random events, its invariants checked at every step) for SOAK, ten
 # minutes by default (make test runs it for one). Last, on the real node
 # (bridge/e2e/node, root; it skips without), a pod's start through DRA
@@ -243,7 +243,7 @@ bench: kube-apiserver node-bins
 	KUBE_APISERVER=$(KUBE_APISERVER) $(GO) test -run '^$$' -bench '^BenchmarkDRA(Publish|Start)$$' -benchtime 1x -timeout 30m ./bridge/bench $(BENCH)
 	KUBE_APISERVER=$(KUBE_APISERVER) $(GO) test -run '^$$' -bench '^BenchmarkBrokers$$' -benchtime 1x -timeout 30m ./bridge/broker $(BROKERS)
 	cd $(E2E) && KUBE_APISERVER=$(KUBE_APISERVER) $(GO) run ./cmd/clustersim $(SIM)
-	KUBE_APISERVER=$(KUBE_APISERVER) $(GO) test -run '^TestSoak$$' -count=1 -timeout $(SOAKTIMEOUT) -v ./bridge/departed -soak=$(SOAK)
+	KUBE_APISERVER=$(KUBE_APISERVER) $(GO) test -run '^TestSoak$$' -count=1 -timeout $(SOAKTIMEOUT) -v ./bridge/elected/departed -soak=$(SOAK)
 	cd $(E2E) && KUBE_APISERVER=$(KUBE_APISERVER) KUBELET=$(KUBELET) CONTAINERD_BIN_DIR=$(CONTAINERD_BIN_DIR) \
 		KUBE_SCHEDULER=$(KUBE_SCHEDULER) KUBE_CONTROLLER_MANAGER=$(KUBE_CONTROLLER_MANAGER) \
 		$(GO) test -run '^$$' -bench '^BenchmarkPodStart$$' -benchtime 1x -timeout 20m ./node $(PODSTART)

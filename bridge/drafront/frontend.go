@@ -69,7 +69,7 @@ var ErrConfig = errors.New("DRA front end configuration")
 
 // FrontEnd serves the pools SetPools hands it through DRA: the node's own
 // devices in its slices, the shared devices through the Instance store,
-// from which the elected bridge publishes them (LeadShared).
+// from which the elected bridge publishes them (SharedJob).
 type FrontEnd struct {
 	cfg      Config
 	node     string
