@@ -138,6 +138,13 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	slices, err := startSlices(ctx, o, api, log)
+	if err != nil {
+		return err
+	}
+	if slices != nil {
+		defer slices.Stop()
+	}
 	store, err := openStore(ctx, o, api, log)
 	if err != nil {
 		return err
@@ -149,7 +156,7 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	front, err := startDRA(ctx, o, api, store, podResources, m, log, fail)
+	front, err := startDRA(ctx, o, api, slices, store, podResources, m, log, fail)
 	if err != nil {
 		return err
 	}
@@ -190,6 +197,7 @@ func run(ctx context.Context, args []string) error {
 	disc.Keep = fronts.holds
 	served := make(chan error, 1)
 	go func() { served <- n.Run(ctx) }()
+	log.Info("discovering devices", "period", o.discoveryPeriod)
 	disc.Run(ctx, o.discoveryPeriod, time.Second, fronts.publish(ctx))
 	err = <-served
 	if cause := context.Cause(ctx); err == nil && cause != nil && !errors.Is(cause, context.Canceled) {

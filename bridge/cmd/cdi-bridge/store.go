@@ -99,6 +99,7 @@ func openStore(ctx context.Context, o *options, api *kubeAccess, log *slog.Logge
 	syncCtx, cancel := context.WithTimeout(ctx, syncTimeout)
 	defer cancel()
 	log.Info("instance store: Kubernetes", "server", api.cfg.Host, "namespace", o.namespace, "reason", reason)
+	start := time.Now()
 	s, err := kube.StartConfig(ctx, api.cfg, o.namespace, kube.ServedPools)
 	if err == nil {
 		err = s.Synced(syncCtx)
@@ -106,6 +107,7 @@ func openStore(ctx context.Context, o *options, api *kubeAccess, log *slog.Logge
 	if err != nil {
 		return nil, fmt.Errorf("instance store at %s: %w", api.cfg.Host, err)
 	}
+	log.Info("instance store synced", "took", time.Since(start))
 	return s, nil
 }
 
