@@ -41,7 +41,7 @@ type draStep struct {
 
 func draSteps() []draStep {
 	return []draStep{
-		{"publish", nil},
+		{"first publish, the controller started just before (the library's own floor)", nil},
 		{"republish, one property changed", newFirmware},
 		{"republish, one device unhealthy", unhealthy},
 	}

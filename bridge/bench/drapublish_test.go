@@ -48,10 +48,12 @@ func countedClient(cfg *rest.Config, agent string, c *requestCounter) (kubernete
 	return kubernetes.NewForConfig(cfg)
 }
 
-// libraryPublisher is what the bridge does: the library's ResourceSlice
-// controller with a Node owner, started when the DRA front end starts
-// (dra.StartNodeSlices, as drafront.Start starts it), before the first
-// publish, which, as each later one, is an Update of it.
+// libraryPublisher is the bridge's controller alone: the library's
+// ResourceSlice controller with a Node owner (dra.StartNodeSlices),
+// started just before the first publish, which, as each later one, is an
+// Update of it. Its first publish is the library's own floor: its start
+// and its writes, without the bridge's start around them
+// (BenchmarkDRAStart has that).
 type libraryPublisher struct {
 	node    string
 	slices  *dra.NodeSlices
@@ -106,11 +108,21 @@ func (l *libraryPublisher) stats() resourceslice.Stats { return l.slices.Stats()
 type floorPublisher struct {
 	client kubernetes.Interface
 	node   *corev1.Node
+	pool   string                       // the discovery's pool; draPool when empty
 	stored []*resourceapi.ResourceSlice // as the API returned them
 }
 
+// poolName is the name of the floor's pool in its slices, as the
+// bridge's dradevices.PoolName names it.
+func (f *floorPublisher) poolName() string {
+	if f.pool == "" {
+		return dradevices.PoolName(f.node.Name, draPool)
+	}
+	return dradevices.PoolName(f.node.Name, f.pool)
+}
+
 func (f *floorPublisher) publish(ctx context.Context, pools []discovery.Pool) ([]resourceslice.Slice, error) {
-	desired := dradevices.Resources(draDriver, f.node.Name, pools, nil).Pools[dradevices.PoolName(f.node.Name, draPool)].Slices
+	desired := dradevices.Resources(draDriver, f.node.Name, pools, nil).Pools[f.poolName()].Slices
 	if f.stored == nil {
 		return desired, f.create(ctx, desired)
 	}
@@ -157,7 +169,7 @@ func (f *floorPublisher) create(ctx context.Context, desired []resourceslice.Sli
 			},
 			Spec: resourceapi.ResourceSliceSpec{
 				Driver:   draDriver,
-				Pool:     resourceapi.ResourcePool{Name: dradevices.PoolName(f.node.Name, draPool), Generation: 1, ResourceSliceCount: int64(len(desired))},
+				Pool:     resourceapi.ResourcePool{Name: f.poolName(), Generation: 1, ResourceSliceCount: int64(len(desired))},
 				NodeName: ptr.To(f.node.Name),
 				Devices:  s.Devices,
 			},

@@ -56,13 +56,26 @@ func (s *sliceWatch) stop() { s.w.Stop() }
 // until reads the watch until the node's slices are want, and returns
 // when the event that made them so arrived.
 func (s *sliceWatch) until(ctx context.Context, want []resourceslice.Slice) (time.Time, error) {
+	return s.untilFunc(ctx, func() bool { return s.holds(want) }, fmt.Sprintf("the %d slices published", len(want)))
+}
+
+// untilComplete reads the watch until the pool's newest generation is
+// complete with devices devices, and returns when the event that made it
+// so arrived.
+func (s *sliceWatch) untilComplete(ctx context.Context, devices int) (time.Time, error) {
+	return s.untilFunc(ctx, func() bool { return s.complete(devices) }, fmt.Sprintf("a complete pool of %d devices", devices))
+}
+
+// untilFunc reads the watch until done, and returns when the event that
+// made it so arrived; want says what done waits for, for the error.
+func (s *sliceWatch) untilFunc(ctx context.Context, done func() bool, want string) (time.Time, error) {
 	ctx, cancel := context.WithTimeout(ctx, draWait)
 	defer cancel()
 	at := time.Now()
-	for !s.holds(want) {
+	for !done() {
 		select {
 		case <-ctx.Done():
-			return at, fmt.Errorf("the API holds %s, not the %d slices published: %w", s, len(want), ctx.Err())
+			return at, fmt.Errorf("the API holds %s, not %s: %w", s, want, ctx.Err())
 		case ev, ok := <-s.w.ResultChan():
 			if !ok {
 				return at, errWatchClosed
@@ -123,6 +136,19 @@ func (s *sliceWatch) holds(want []resourceslice.Slice) bool {
 		}
 	}
 	return true
+}
+
+// complete reports whether the pool's newest generation has all its
+// slices, holding devices devices in all.
+func (s *sliceWatch) complete(devices int) bool {
+	cur, n := s.current(), 0
+	for _, sl := range cur {
+		if sl.Spec.Pool.ResourceSliceCount != int64(len(cur)) {
+			return false
+		}
+		n += len(sl.Spec.Devices)
+	}
+	return len(cur) > 0 && n == devices
 }
 
 // String says what the watch has seen, for an error.

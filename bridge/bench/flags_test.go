@@ -22,9 +22,9 @@ var (
 	// enough, and each window holds the same work (the drop-in poll every
 	// second; no period discovery, whose minute has not come).
 	flagIdle = flag.Duration("idle", 30*time.Second, "window of each idle CPU measurement, without and with the device watch")
-	// BenchmarkDRAPublish's.
-	flagDRADevices = flag.Int("dra-devices", 1000, "devices of the pool BenchmarkDRAPublish publishes")
-	flagDRARounds  = flag.Int("dra-rounds", 5, "rounds of BenchmarkDRAPublish, each a publish and two republishes of both subjects")
+	// BenchmarkDRAPublish's and BenchmarkDRAStart's.
+	flagDRADevices = flag.Int("dra-devices", 1000, "devices of the pool BenchmarkDRAPublish publishes, and the terminals of BenchmarkDRAStart's bridge")
+	flagDRARounds  = flag.Int("dra-rounds", 5, "rounds of BenchmarkDRAPublish, each a publish and two republishes of both subjects; starts of BenchmarkDRAStart's bridge, each with the floor")
 )
 
 // flagOptions are the run's options from the flags.

@@ -13,6 +13,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/cdiexec/cdi/bridge/elected"
 )
 
 // Timing of the controller's looks at a Broker.
@@ -97,12 +99,16 @@ func New(cfg Config) (*Controller, error) {
 	return c, nil
 }
 
+// Name is the controller's name as an elected.Job, in the log.
+func (c *Controller) Name() string { return "Brokers" }
+
 // Run acts on the Brokers until ctx ends, reading the devices of the
-// pools served by device plugins from store, the leader's Instance store
-// of every pool; it returns nil then. It acts only once every view it
-// reads is complete: a leader that acted on half a list would take the
-// devices it has not read yet for gone.
-func (c *Controller) Run(ctx context.Context, store Instances) error {
+// pools served by device plugins from store, the elected bridge's
+// Instance store of every pool; it returns nil then. It acts only once
+// every view it reads is complete: a leader that acted on half a list
+// would take the devices it has not read yet for gone. With Name, it
+// makes the Controller an elected.Job.
+func (c *Controller) Run(ctx context.Context, store elected.Store) error {
 	r, err := c.start(ctx, store)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -135,7 +141,7 @@ func (r *run) next(ctx context.Context) bool {
 	br, err := r.broker(key)
 	if br == nil || err != nil {
 		if err != nil {
-			r.log.Error("reading a Broker", "broker", key, "err", err)
+			r.log.Error("reading a Broker", "broker", key, "error", err)
 		}
 		r.queue.Forget(key)
 		return true
@@ -146,7 +152,7 @@ func (r *run) next(ctx context.Context) bool {
 	}
 	switch {
 	case err != nil && ctx.Err() == nil:
-		r.log.Warn("acting on a Broker; will retry", "broker", key, "err", err)
+		r.log.Warn("acting on a Broker; will retry", "broker", key, "error", err)
 		r.queue.AddRateLimited(key)
 	case err == nil:
 		r.queue.Forget(key)

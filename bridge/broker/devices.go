@@ -30,7 +30,7 @@ type Device struct {
 }
 
 // Instances is what the controller reads of the Instance store: the
-// leader's store of every pool (departed.Store has it).
+// elected bridge's store of every pool (elected.Store has it).
 type Instances interface {
 	List(ctx context.Context) ([]instance.Instance, error)
 }

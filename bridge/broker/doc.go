@@ -61,9 +61,9 @@
 // on, or one it cannot meet) and Created (False, with the first
 // failures, when a workload could not be made).
 //
-// The Controller runs in the bridge elected on the departed-node Lease,
-// and only while it leads (bridge/departed's Config.WhileLeading), on the
-// store of every pool that bridge already holds. It acts only once its
+// The Controller is a job of the elected bridge (an elected.Job, see
+// bridge/elected): it runs there only, and only while that bridge leads,
+// on the store of every pool the elected bridge opens for its jobs. It acts only once its
 // informers (Brokers everywhere; Jobs, Deployments, Services and claim
 // templates labelled LabelBroker in each namespace served; the Nodes, of
 // which it keeps the allocatable counts of the domain's resources; the

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/cdiexec/cdi/bridge/elected"
 	"github.com/cdiexec/cdi/bridge/instance"
 	"github.com/cdiexec/cdi/bridge/instance/kube"
 	"github.com/cdiexec/cdi/bridge/internal/fanout"
@@ -33,9 +34,11 @@ const clusterWait = 2 * time.Minute
 // brokerCRD is the shipped Broker CRD, relative to the repository.
 const brokerCRD = "bridge/deploy/crd/brokers.yaml"
 
-// fakeStore is the leader's Instance store at its seam: Instances the
-// test sets, and their change feed.
+// fakeStore is the elected bridge's Instance store at its seam:
+// Instances the test sets, and their change feed. The controller reads
+// nothing else of it: the rest of elected.Store is nil, and would panic.
 type fakeStore struct {
+	elected.Store
 	mu        sync.Mutex
 	instances map[string]instance.Instance
 	changes   fanout.Fanout
@@ -183,7 +186,7 @@ func (h *harness) run(t *testing.T, draPools []string, set func(*Controller), na
 
 // startController runs a controller with clients of cfg over store until
 // the returned stop, or the test's end.
-func startController(tb testing.TB, cfg *rest.Config, store Instances, namespaces, draPools []string, set func(*Controller)) (stop func()) {
+func startController(tb testing.TB, cfg *rest.Config, store elected.Store, namespaces, draPools []string, set func(*Controller)) (stop func()) {
 	tb.Helper()
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {

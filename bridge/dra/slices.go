@@ -48,13 +48,17 @@ func NodeSliceOptions(driver, node string, client kubernetes.Interface, res *res
 // k8s.io/dynamic-resource-allocation/resourceslice, v0.37.2; no option
 // changes it), so a controller started at the first publish, as
 // kubeletplugin.Helper.PublishResources starts it, delays every node's
-// first slices by a second. Started early, that second passes while the
-// kubelet plugin registers and discovery runs its plugins.
+// first slices by a second. Started early (cdi-bridge starts it right
+// after its client configuration is resolved), that second passes while
+// discovery runs its plugins, the Instance store follows the pools and
+// the prepared claims are rebuilt; what of it is left when those are
+// done, the first slices still wait (bridge/SCALING.md has the figures).
 //
 // Until the first Publish the controller's work queue holds back its
 // worker (gatedQueue): a controller that synced with no pools would
 // delete every slice of the node, those a restarted bridge keeps.
 type NodeSlices struct {
+	begun   time.Time // when StartNodeSlices was called
 	queue   *gatedQueue
 	cancel  context.CancelFunc
 	started chan struct{} // closed once StartController returned
@@ -71,7 +75,7 @@ type NodeSlices struct {
 func StartNodeSlices(ctx context.Context, driver, node string, client kubernetes.Interface,
 	onError func(context.Context, error, string)) *NodeSlices {
 	ctx, cancel := context.WithCancel(ctx)
-	s := &NodeSlices{queue: newGatedQueue(), cancel: cancel, started: make(chan struct{})}
+	s := &NodeSlices{begun: time.Now(), queue: newGatedQueue(), cancel: cancel, started: make(chan struct{})}
 	opts := NodeSliceOptions(driver, node, client, nil, onError)
 	opts.Queue = s.queue
 	go func() {
@@ -105,6 +109,15 @@ func (s *NodeSlices) Publish(res resourceslice.DriverResources) {
 	}
 	s.ctrl.Update(r)
 	s.queue.open()
+}
+
+// Begun is when StartNodeSlices started the controller; the zero time
+// for a nil NodeSlices.
+func (s *NodeSlices) Begun() time.Time {
+	if s == nil {
+		return time.Time{}
+	}
+	return s.begun
 }
 
 // Started is closed once the controller has started (or ctx ended first).

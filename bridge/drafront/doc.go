@@ -3,8 +3,8 @@
 // a dradevices.Preparer behind a kubelet plugin (bridge/dra), the node's
 // own devices are published in its ResourceSlices, and its shared devices
 // (network cameras) are recorded in the Instance store, from which the
-// bridge elected on the departed-node Lease publishes them once for the
-// cluster (LeadShared).
+// elected bridge (bridge/elected) publishes them once for the cluster
+// (SharedJob).
 //
 // Its checkpoint is a cache. Start moves aside one that cannot be read or
 // that a previous boot wrote (a Warning Event of the Node says so); once

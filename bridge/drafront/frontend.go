@@ -59,6 +59,9 @@ type Config struct {
 	// OnClaim, if set, is told of every Prepare and Unprepare
 	// (dradevices.Observed).
 	OnClaim func(op, pool, reason string, took time.Duration)
+	// Slices is the controller of the node's slices, started as early
+	// as the caller could (StartSlices); nil: Start starts it.
+	Slices *dra.NodeSlices
 }
 
 // ErrConfig is wrapped by Start's error for a Config that lacks a field.
@@ -66,7 +69,7 @@ var ErrConfig = errors.New("DRA front end configuration")
 
 // FrontEnd serves the pools SetPools hands it through DRA: the node's own
 // devices in its slices, the shared devices through the Instance store,
-// from which the elected bridge publishes them (LeadShared).
+// from which the elected bridge publishes them (SharedJob).
 type FrontEnd struct {
 	cfg      Config
 	node     string
@@ -77,11 +80,11 @@ type FrontEnd struct {
 	log      *slog.Logger
 	// aside is the checkpoint Start set aside, nil if none.
 	aside *dradevices.SetAside
-	// slices is the controller of the node's slices, started by Start
-	// so that its start (a second: dra.NodeSlices) runs beside the first
-	// discovery and the rebuild; started is when.
-	slices  *dra.NodeSlices
-	started time.Time
+	// slices is the controller of the node's slices (Config.Slices),
+	// started before the front end so that its start (a second:
+	// dra.NodeSlices) runs beside the Instance store's first sync, the
+	// first discovery and the rebuild.
+	slices *dra.NodeSlices
 
 	// pools is the newest DRA pools, nil before the first discovery,
 	// and discovered when they were set; wake and poolsChanged are told
@@ -135,15 +138,33 @@ func Start(ctx context.Context, cfg Config) (*FrontEnd, error) {
 	}
 	cfg.Logger.Info("DRA front end", "driver", cfg.Driver, "checkpoint", cfg.Checkpoint, "prepared", len(ckpt.UIDs()))
 	f := &FrontEnd{cfg: cfg, node: cfg.NodeName, driver: cfg.Driver, client: cfg.Client, preparer: p, store: cfg.Store,
-		log: cfg.Logger, aside: aside, wake: make(chan struct{}, 1), poolsChanged: make(chan struct{}, 1), started: time.Now()}
-	f.slices = dra.StartNodeSlices(ctx, cfg.Driver, cfg.NodeName, cfg.Client, f.sliceError)
+		log: cfg.Logger, aside: aside, wake: make(chan struct{}, 1), poolsChanged: make(chan struct{}, 1), slices: cfg.Slices}
+	if f.slices == nil {
+		f.slices = StartSlices(ctx, cfg.Driver, cfg.NodeName, cfg.Client, cfg.Logger)
+	}
 	go f.run(ctx)
 	return f, nil
 }
 
-// sliceError logs what the slice controller met; it retries every error.
-func (f *FrontEnd) sliceError(_ context.Context, err error, msg string) {
-	f.log.Error("publishing the node's ResourceSlices: "+msg, "error", err)
+// StartSlices starts the controller of node's slices of driver
+// (dra.StartNodeSlices) until ctx ends, logging its errors, all of which
+// it retries, and when its start returned. The bridge starts it as soon
+// as it knows the client, the driver and the node, and hands it to Start
+// (Config.Slices): the library's start takes a second whatever it waits
+// for (dra.NodeSlices), which then passes during the Instance store's
+// first sync, the first discovery and the rebuild of the prepared
+// claims. It publishes nothing before the front end's first publish.
+func StartSlices(ctx context.Context, driver, node string, client kubernetes.Interface, log *slog.Logger) *dra.NodeSlices {
+	s := dra.StartNodeSlices(ctx, driver, node, client, func(_ context.Context, err error, msg string) {
+		log.Error("publishing the node's ResourceSlices: "+msg, "error", err)
+	})
+	go func() {
+		<-s.Started()
+		if ctx.Err() == nil {
+			log.Info("the slice controller started", "took", time.Since(s.Begun()))
+		}
+	}()
+	return s
 }
 
 // Holds says whether a prepared claim holds pool's device dev
@@ -178,6 +199,10 @@ func (f *FrontEnd) SetPools(pools []discovery.Pool) {
 		}
 	}
 	f.mu.Lock()
+	if f.pools == nil {
+		f.log.Info("the first discovery's DRA pools", "pools", len(pools), "devices", countDevices(pools),
+			"sinceSliceControllerStart", time.Since(f.slices.Begun()))
+	}
 	f.pools, f.discovered = pools, time.Now()
 	f.reportHealth()
 	f.mu.Unlock()
@@ -227,7 +252,9 @@ func (f *FrontEnd) run(ctx context.Context) {
 	tell(f.wake) // the first pools, to publish
 	// The store hears of every pool at the first discovery, not once the
 	// claims are rebuilt (which waits for the API server).
+	observing := time.Now()
 	retry := f.observeAgain(ctx, f.currentPools())
+	f.log.Info("the first discovery's DRA pools recorded in the Instance store", "took", time.Since(observing))
 	if !f.rebuild(ctx) {
 		return
 	}
@@ -248,7 +275,7 @@ func (f *FrontEnd) run(ctx context.Context) {
 	f.publisher, f.registered = d, d.Registered
 	f.reportHealth()
 	f.mu.Unlock()
-	f.log.Info("the first discovery's DRA pools handed to the slice controller", "sinceStart", time.Since(f.started))
+	f.log.Info("the first discovery's DRA pools handed to the slice controller", "sinceSliceControllerStart", time.Since(f.slices.Begun()))
 	f.publish(ctx, retry)
 }
 
@@ -311,6 +338,15 @@ func publishedCounts(node string, pools []discovery.Pool, res resourceslice.Driv
 		out = append(out, c)
 	}
 	return out
+}
+
+// countDevices counts the devices of pools.
+func countDevices(pools []discovery.Pool) int {
+	n := 0
+	for _, p := range pools {
+		n += len(p.Devices)
+	}
+	return n
 }
 
 func (f *FrontEnd) currentPools() []discovery.Pool {

@@ -11,9 +11,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
-	"github.com/cdiexec/cdi/bridge/departed"
 	"github.com/cdiexec/cdi/bridge/discovery"
 	"github.com/cdiexec/cdi/bridge/dradevices"
+	"github.com/cdiexec/cdi/bridge/elected"
 	"github.com/cdiexec/cdi/bridge/instance"
 )
 
@@ -89,25 +89,39 @@ type changeSource interface {
 	Changes() (<-chan struct{}, func())
 }
 
-// LeadShared is departed.Config.WhileLeading: until ctx ends, it keeps
-// the shared devices of the DRA pools published once for the cluster
-// (dradevices.SharedResources) from store, the leader's view of every
-// Instance and Presence, with a slice controller of no owner, which
-// manages exactly the driver's slices that name no node. When ctx ends
-// the controller stops and the slices stay: the next leader's controller
-// adopts them as they are and changes only what differs.
+// SharedJob is the elected bridge's job (elected.Job) of publishing
+// the shared devices of the DRA pools once for the cluster.
+func (f *FrontEnd) SharedJob() elected.Job { return sharedJob{f} }
+
+// sharedJob is FrontEnd.SharedJob.
+type sharedJob struct{ f *FrontEnd }
+
+// Name is the job's name in the log.
+func (sharedJob) Name() string { return "DRA shared devices" }
+
+// Run, until ctx ends, keeps the shared devices of the DRA pools
+// published once for the cluster (dradevices.SharedResources) from
+// store, the elected bridge's view of every Instance and Presence, with a
+// slice controller of no owner, which manages exactly the driver's slices
+// that name no node. When ctx ends the controller stops and the slices
+// stay: the next leader's controller adopts them as they are and changes
+// only what differs.
 //
 // The controller starts only once this bridge's discovery has handed over
 // its pools: started with no resources it would delete the slices the
 // last leader published.
-func (f *FrontEnd) LeadShared(ctx context.Context, store departed.Store) {
+//
+// It returns nil when ctx ends, an error when the Nodes cannot be
+// watched.
+func (j sharedJob) Run(ctx context.Context, store elected.Store) error {
+	f := j.f
 	f.log.Info("leading: publishing the shared devices of the DRA pools")
 	hostname, err := f.watchHostnames(ctx)
 	if err != nil {
-		if ctx.Err() == nil {
-			f.log.Error("not publishing the shared devices of the DRA pools: watching the Nodes' hostname labels", "error", err)
+		if ctx.Err() != nil {
+			return nil
 		}
-		return
+		return fmt.Errorf("watching the Nodes' hostname labels: %w", err)
 	}
 	var changes <-chan struct{}
 	if cs, ok := store.(changeSource); ok {
@@ -133,12 +147,12 @@ func (f *FrontEnd) LeadShared(ctx context.Context, store departed.Store) {
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-time.After(sharedMinGap):
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-changes:
 		case <-f.poolsChanged:
 		case <-tick.C:
@@ -148,7 +162,7 @@ func (f *FrontEnd) LeadShared(ctx context.Context, store departed.Store) {
 
 // sharedResources is what the leader publishes now; false before the
 // first discovery, or when the store cannot list every Instance.
-func (f *FrontEnd) sharedResources(ctx context.Context, store departed.Store, hostname func(string) string) (*resourceslice.DriverResources, bool) {
+func (f *FrontEnd) sharedResources(ctx context.Context, store elected.Store, hostname func(string) string) (*resourceslice.DriverResources, bool) {
 	f.mu.Lock()
 	pools := f.pools
 	f.mu.Unlock()

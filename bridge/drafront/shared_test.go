@@ -87,7 +87,7 @@ func healthy(d spec.DeviceInfo) spec.DeviceInfo {
 // slices the last leader left. Once the pools are known, it takes the
 // slice over; when leadership ends, the slice stays. The API is a fake
 // here; TestDRASharedCamera runs the same against a real one.
-func TestLeadSharedWaitsForDiscovery(t *testing.T) {
+func TestSharedJobWaitsForDiscovery(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	left := &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "left-by-the-last-leader"}, Spec: resourceapi.ResourceSliceSpec{
@@ -105,7 +105,9 @@ func TestLeadSharedWaitsForDiscovery(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		f.LeadShared(ctx, leaderStore{store})
+		if err := f.SharedJob().Run(ctx, leaderStore{store}); err != nil {
+			t.Errorf("the job ended with %v, want nil when its context does", err)
+		}
 	}()
 
 	time.Sleep(3 * sharedMinGap)
@@ -143,8 +145,8 @@ func sliceSelects(t *testing.T, client *fake.Clientset) string {
 	return schedtest.Selects(l.Items[0].Spec.Devices[0])
 }
 
-// leaderStore is a local store as the leader's departed.Store: leadShared
-// reads its List and Changes only.
+// leaderStore is a local store as the elected bridge's elected.Store:
+// the job reads its List and Changes only.
 type leaderStore struct{ *local.Store }
 
 func (leaderStore) ForgetNode(context.Context, string) (int, error) { return 0, nil }

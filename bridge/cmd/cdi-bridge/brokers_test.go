@@ -1,17 +1,14 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"k8s.io/client-go/rest"
 
-	"github.com/cdiexec/cdi/bridge/departed"
+	"github.com/cdiexec/cdi/bridge/elected"
 	"github.com/cdiexec/cdi/bridge/instance"
 	"github.com/cdiexec/cdi/bridge/instance/kube"
 	"github.com/cdiexec/cdi/bridge/instance/local"
@@ -27,43 +24,19 @@ func TestBrokersNeedTheLease(t *testing.T) {
 		store instance.Store
 		lease string
 	}{
-		{"the local store", api, local.New(filepath.Join(t.TempDir(), "instances.json")), departed.DefaultLease},
-		{"no API", nil, &kube.Store{}, departed.DefaultLease},
+		{"the local store", api, local.New(filepath.Join(t.TempDir(), "instances.json")), elected.DefaultLease},
+		{"no API", nil, &kube.Store{}, elected.DefaultLease},
 		{"no Lease", api, &kube.Store{}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := &options{brokerNamespaces: "cams", leaseName: tc.lease, domain: "cdi.local", nodeName: "n1"}
-			if _, err := withBrokers(o, tc.api, tc.store, nil, slog.Default()); !errors.Is(err, errUsage) {
+			if _, err := brokerJob(o, tc.api, tc.store, slog.Default()); !errors.Is(err, errUsage) {
 				t.Errorf("%v, want a usage error", err)
 			}
 		})
 	}
-	o := &options{leaseName: departed.DefaultLease}
-	if got, err := withBrokers(o, nil, nil, nil, slog.Default()); got != nil || err != nil {
-		t.Errorf("without --broker-namespaces: a job %v, %v; want the leader's work as it was (none)", got != nil, err)
+	o := &options{leaseName: elected.DefaultLease}
+	if got, err := brokerJob(o, nil, nil, slog.Default()); got != nil || err != nil {
+		t.Errorf("without --broker-namespaces: a job %v, %v; want none", got != nil, err)
 	}
-}
-
-// The leader's jobs run side by side, and together end when each has.
-func TestAlongside(t *testing.T) {
-	var ran atomic.Int32
-	job := func(ctx context.Context, _ departed.Store) {
-		ran.Add(1)
-		<-ctx.Done()
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() {
-		alongside(job, nil, job)(ctx, nil)
-		close(done)
-	}()
-	for ran.Load() != 2 {
-		select {
-		case <-done:
-			t.Fatal("returned before its jobs ended")
-		case <-time.After(time.Millisecond):
-		}
-	}
-	cancel()
-	<-done
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cdiexec/cdi/bridge/cdispec"
 	"github.com/cdiexec/cdi/bridge/discovery"
+	"github.com/cdiexec/cdi/bridge/dra"
 	"github.com/cdiexec/cdi/bridge/drafront"
 	"github.com/cdiexec/cdi/bridge/instance"
 	"github.com/cdiexec/cdi/bridge/metrics"
@@ -15,13 +16,14 @@ import (
 	"github.com/cdiexec/cdi/spec"
 )
 
-// startDRA starts the DRA front end when --dra-pools names any pool, else
-// returns nil. It stops when ctx ends; onFatal is told of an error its
-// kubelet plugin cannot recover from. store is the node's Instance store,
-// podResources the kubelet's PodResources API (nil: off); m gets its
-// checkpoint's fate, its claims and its devices.
-func startDRA(ctx context.Context, o *options, api *kubeAccess, store instance.Store, podResources reclaim.Lister,
-	m *metrics.Metrics, log *slog.Logger, onFatal func(error)) (*drafront.FrontEnd, error) {
+// startSlices starts the controller of the node's ResourceSlices when
+// --dra-pools names any pool, else returns nil: as early as the bridge
+// knows the API client, the driver and the node, so that the library's
+// second-long start (bridge/dra.NodeSlices) passes while the Instance
+// store syncs and the first discovery runs. It publishes nothing before
+// the DRA front end's first publish. Its error is for flags that do not
+// allow DRA.
+func startSlices(ctx context.Context, o *options, api *kubeAccess, log *slog.Logger) (*dra.NodeSlices, error) {
 	if len(drafront.ParsePools(o.draPools)) == 0 {
 		return nil, nil
 	}
@@ -30,6 +32,20 @@ func startDRA(ctx context.Context, o *options, api *kubeAccess, store instance.S
 	}
 	if api == nil {
 		return nil, fmt.Errorf("%w: --dra-pools needs the Kubernetes API: --kubeconfig, or run in a pod", errUsage)
+	}
+	return drafront.StartSlices(ctx, o.domain, o.nodeName, api.client, log), nil
+}
+
+// startDRA starts the DRA front end over slices, the node's slice
+// controller (startSlices), or returns nil when that is nil: DRA is off.
+// It stops when ctx ends; onFatal is told of an error its kubelet plugin
+// cannot recover from. store is the node's Instance store, podResources
+// the kubelet's PodResources API (nil: off); m gets its checkpoint's
+// fate, its claims and its devices.
+func startDRA(ctx context.Context, o *options, api *kubeAccess, slices *dra.NodeSlices, store instance.Store, podResources reclaim.Lister,
+	m *metrics.Metrics, log *slog.Logger, onFatal func(error)) (*drafront.FrontEnd, error) {
+	if slices == nil {
+		return nil, nil
 	}
 	// A directory of its own: a cdispec.Dir is not safe for concurrent
 	// use, and the node's writes its pools' files from discovery.
@@ -41,7 +57,7 @@ func startDRA(ctx context.Context, o *options, api *kubeAccess, store instance.S
 	front, err := drafront.Start(ctx, drafront.Config{NodeName: o.nodeName, Driver: o.domain, Client: api.client, CDI: cdiDir,
 		Checkpoint: o.draCheckpoint, PluginDir: o.draPluginDir, RegistrarDir: o.draRegistrarDir, Store: store,
 		Kubelet: podResources, Grace: o.reclaimGrace, SweepPeriod: o.reclaimEvery,
-		OnSetAside: m.DRACheckpointSetAside, OnClaim: m.DRAClaim, Logger: log, OnFatal: onFatal})
+		OnSetAside: m.DRACheckpointSetAside, OnClaim: m.DRAClaim, Logger: log, OnFatal: onFatal, Slices: slices})
 	if err != nil {
 		return nil, err
 	}

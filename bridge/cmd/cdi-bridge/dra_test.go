@@ -27,8 +27,9 @@ import (
 	"github.com/cdiexec/cdi/plugins/exectest"
 )
 
-// startDRA refuses a command line whose DRA front end could not work,
-// before it starts anything, and starts nothing without --dra-pools.
+// startSlices, the first of the DRA front end's parts to start, refuses
+// a command line whose front end could not work, before it starts
+// anything, and starts nothing without --dra-pools; nor does startDRA.
 func TestStartDRARefuses(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	api := &kubeAccess{client: fake.NewClientset()}
@@ -44,9 +45,9 @@ func TestStartDRARefuses(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			front, err := startDRA(t.Context(), o, tc.api, nil, nil, metrics.New("test"), log, func(error) {})
-			if !errors.Is(err, errUsage) || front != nil {
-				t.Errorf("startDRA = %v, %v; want a usage error", front, err)
+			slices, err := startSlices(t.Context(), o, tc.api, log)
+			if !errors.Is(err, errUsage) || slices != nil {
+				t.Errorf("startSlices = %v, %v; want a usage error", slices, err)
 			}
 		})
 	}
@@ -55,7 +56,11 @@ func TestStartDRARefuses(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if front, err := startDRA(t.Context(), o, api, nil, nil, metrics.New("test"), log, func(error) {}); front != nil || err != nil {
+		slices, err := startSlices(t.Context(), o, api, log)
+		if slices != nil || err != nil {
+			t.Errorf("startSlices without --dra-pools = %v, %v", slices, err)
+		}
+		if front, err := startDRA(t.Context(), o, api, slices, nil, nil, metrics.New("test"), log, func(error) {}); front != nil || err != nil {
 			t.Errorf("startDRA without --dra-pools = %v, %v", front, err)
 		}
 	})

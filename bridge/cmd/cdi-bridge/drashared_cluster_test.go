@@ -19,8 +19,8 @@ import (
 	kwait "k8s.io/apimachinery/pkg/util/wait"
 	drapbv1 "k8s.io/kubelet/pkg/apis/dra/v1"
 
-	"github.com/cdiexec/cdi/bridge/departed"
 	"github.com/cdiexec/cdi/bridge/dradevices"
+	"github.com/cdiexec/cdi/bridge/elected"
 	"github.com/cdiexec/cdi/bridge/instance/kube"
 	"github.com/cdiexec/cdi/bridge/internal/testing/apitest"
 	"github.com/cdiexec/cdi/bridge/internal/testing/kubelettest"
@@ -191,13 +191,13 @@ func (c *sharedCluster) podOn(t *testing.T, name, node, template string) {
 // bound is whether the scheduler bound the pod to a node.
 func bound(p *corev1.Pod) bool { return p.Spec.NodeName != "" }
 
-// leader waits until the departed-node Lease is held by one of nodes
+// leader waits until the elected bridge's Lease is held by one of nodes
 // other than not, and returns it.
 func (c *sharedCluster) leader(t *testing.T, not string) string {
 	t.Helper()
 	var holder string
 	err := kwait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, sharedWait, true, func(ctx context.Context) (bool, error) {
-		lease, err := c.Client.CoordinationV1().Leases(c.Namespace).Get(ctx, departed.DefaultLease, metav1.GetOptions{})
+		lease, err := c.Client.CoordinationV1().Leases(c.Namespace).Get(ctx, elected.DefaultLease, metav1.GetOptions{})
 		if err != nil || lease.Spec.HolderIdentity == nil {
 			return false, nil
 		}

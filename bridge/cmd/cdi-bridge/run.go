@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/cdiexec/cdi/bridge/cdispec"
-	"github.com/cdiexec/cdi/bridge/departed"
 	"github.com/cdiexec/cdi/bridge/deviceplugin"
 	"github.com/cdiexec/cdi/bridge/discovery"
 	"github.com/cdiexec/cdi/bridge/drafront"
+	"github.com/cdiexec/cdi/bridge/elected"
 	"github.com/cdiexec/cdi/bridge/instance"
 	"github.com/cdiexec/cdi/bridge/metrics"
 	"github.com/cdiexec/cdi/bridge/node"
@@ -29,8 +29,8 @@ type options struct {
 	execTimeout, discoveryPeriod                                        time.Duration
 	// The Instance store.
 	store, statePath, kubeconfig, namespace string
-	// The Lease electing the bridge that clears departed nodes (kube
-	// store only); empty turns that off.
+	// The Lease electing the bridge that does the cluster's jobs
+	// (bridge/elected; kube store only); empty turns them off.
 	leaseName string
 	// Slot reclaim; an empty podResources turns it off.
 	podResources               string
@@ -75,7 +75,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.statePath, "local-store", "/var/lib/cdi/bridge/instances.json", "the local store's file")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file for the kube store (default: the pod's in-cluster configuration)")
 	fs.StringVar(&o.namespace, "namespace", defaultNamespace(), "namespace of the Instance objects: $POD_NAMESPACE, else the service account's, else cdi-system")
-	fs.StringVar(&o.leaseName, "leader-election-lease", departed.DefaultLease, "Lease in --namespace electing the one bridge that clears the claims of deleted Nodes (kube store only); empty turns it off")
+	fs.StringVar(&o.leaseName, "leader-election-lease", elected.DefaultLease, "Lease in --namespace electing the one bridge that does the cluster's jobs: clearing the claims of deleted Nodes, deleting the Instances no node sees, publishing the DRA pools' shared devices, the Brokers (kube store only); empty turns them off")
 	fs.StringVar(&o.podResources, "pod-resources-socket", "/var/lib/kubelet/pod-resources/kubelet.sock", "the kubelet's PodResources socket, for slot reclaim; empty turns reclaim off")
 	fs.DurationVar(&o.reclaimGrace, "reclaim-grace", reclaim.DefaultGrace, "how long a claimed slot may be held by no container before it is released")
 	fs.DurationVar(&o.reclaimEvery, "reclaim-period", 30*time.Second, "how often slot reclaim asks the kubelet which slots containers hold")
@@ -138,6 +138,13 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	slices, err := startSlices(ctx, o, api, log)
+	if err != nil {
+		return err
+	}
+	if slices != nil {
+		defer slices.Stop()
+	}
 	store, err := openStore(ctx, o, api, log)
 	if err != nil {
 		return err
@@ -149,22 +156,19 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	front, err := startDRA(ctx, o, api, store, podResources, m, log, fail)
+	front, err := startDRA(ctx, o, api, slices, store, podResources, m, log, fail)
 	if err != nil {
 		return err
 	}
-	var whileLeading func(context.Context, departed.Store)
-	if front != nil {
-		whileLeading = front.LeadShared
-	}
-	if whileLeading, err = withBrokers(o, api, store, whileLeading, log); err != nil {
-		return err
-	}
-	stopDeparted, err := startDeparted(ctx, o, api, store, whileLeading, log)
+	jobs, err := electedJobs(o, api, store, front, log)
 	if err != nil {
 		return err
 	}
-	defer stopDeparted()
+	stopElected, err := startElected(ctx, o, api, store, jobs, log)
+	if err != nil {
+		return err
+	}
+	defer stopElected()
 	if removed, err := deviceplugin.RemoveStaleSockets(o.dpDir, o.domain); err != nil || len(removed) > 0 {
 		log.Info("removed sockets no process serves, left by a bridge that was killed", "count", len(removed), "error", err)
 	}
@@ -193,6 +197,7 @@ func run(ctx context.Context, args []string) error {
 	disc.Keep = fronts.holds
 	served := make(chan error, 1)
 	go func() { served <- n.Run(ctx) }()
+	log.Info("discovering devices", "period", o.discoveryPeriod)
 	disc.Run(ctx, o.discoveryPeriod, time.Second, fronts.publish(ctx))
 	err = <-served
 	if cause := context.Cause(ctx); err == nil && cause != nil && !errors.Is(cause, context.Canceled) {
@@ -200,6 +205,24 @@ func run(ctx context.Context, args []string) error {
 	}
 	log.Info("stopped")
 	return err
+}
+
+// electedJobs are the elected bridge's jobs beside the departed-node
+// janitor: the DRA front end's publishing of shared devices, when it
+// runs, and the Brokers, when --broker-namespaces names any namespace.
+func electedJobs(o *options, api *kubeAccess, store instance.Store, front *drafront.FrontEnd, log *slog.Logger) ([]elected.Job, error) {
+	var jobs []elected.Job
+	if front != nil {
+		jobs = append(jobs, front.SharedJob())
+	}
+	brokers, err := brokerJob(o, api, store, log)
+	if err != nil {
+		return nil, err
+	}
+	if brokers != nil {
+		jobs = append(jobs, brokers)
+	}
+	return jobs, nil
 }
 
 // newNode is the device plugins' node as the flags set it up, its

@@ -13,8 +13,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/cdiexec/cdi/bridge/departed"
 	"github.com/cdiexec/cdi/bridge/drafront"
+	"github.com/cdiexec/cdi/bridge/elected"
+	"github.com/cdiexec/cdi/bridge/elected/departed"
 	"github.com/cdiexec/cdi/bridge/instance"
 	"github.com/cdiexec/cdi/bridge/instance/kube"
 	"github.com/cdiexec/cdi/bridge/instance/local"
@@ -33,7 +34,7 @@ const syncTimeout = 2 * time.Minute
 
 // kubeAccess is the bridge's one way to the Kubernetes API: the client
 // configuration, resolved once, and the typed client built once from it,
-// which the store, the departed-node janitor and the DRA front end share.
+// which the store, the elected bridge and the DRA front end share.
 // (The store also makes its dynamic client from cfg, watching its own
 // requests to know when its view is stale.)
 type kubeAccess struct {
@@ -98,6 +99,7 @@ func openStore(ctx context.Context, o *options, api *kubeAccess, log *slog.Logge
 	syncCtx, cancel := context.WithTimeout(ctx, syncTimeout)
 	defer cancel()
 	log.Info("instance store: Kubernetes", "server", api.cfg.Host, "namespace", o.namespace, "reason", reason)
+	start := time.Now()
 	s, err := kube.StartConfig(ctx, api.cfg, o.namespace, kube.ServedPools)
 	if err == nil {
 		err = s.Synced(syncCtx)
@@ -105,31 +107,33 @@ func openStore(ctx context.Context, o *options, api *kubeAccess, log *slog.Logge
 	if err != nil {
 		return nil, fmt.Errorf("instance store at %s: %w", api.cfg.Host, err)
 	}
+	log.Info("instance store synced", "took", time.Since(start))
 	return s, nil
 }
 
-// startDeparted runs the departed-node janitor (bridge/departed) until
-// ctx ends or the returned stop is called, with the Kubernetes store
-// only: a local store is one node's, with no other nodes' claims in it.
-// stop waits until the janitor has let go of its Lease, so that when the
-// leader's bridge exits another takes over at once, not when the lease
-// runs out. whileLeading, if not nil, is the leader's other work (the
-// DRA front end's publishing of shared devices).
-func startDeparted(ctx context.Context, o *options, api *kubeAccess, store instance.Store,
-	whileLeading func(context.Context, departed.Store), log *slog.Logger) (stop func(), err error) {
+// startElected runs this bridge as a candidate for the elected bridge
+// (bridge/elected) until ctx ends or the returned stop is called, with
+// the Kubernetes store only: a local store is one node's, with no other
+// nodes' claims in it. The elected bridge's jobs are the departed-node
+// janitor and more (the DRA front end's publishing of shared devices, the
+// Brokers). stop waits until the candidate has let go of its Lease, so
+// that when the leader's bridge exits another takes over at once, not
+// when the lease runs out.
+func startElected(ctx context.Context, o *options, api *kubeAccess, store instance.Store, more []elected.Job,
+	log *slog.Logger) (stop func(), err error) {
 	_, ok := store.(*kube.Store)
 	if !ok || api == nil {
-		if whileLeading != nil {
-			log.Warn("shared devices of the DRA pools are not published: the bridge elected to publish them needs the Kubernetes store")
+		if len(more) > 0 {
+			log.Warn("the elected bridge's jobs do not run: the bridge elected to run them needs the Kubernetes store", "jobs", elected.Names(more))
 		}
 		return func() {}, nil
 	}
 	if o.leaseName == "" {
-		log.Warn("departed nodes' claims are not cleared, nor shared devices of DRA pools published: --leader-election-lease is empty")
+		log.Warn("departed nodes' claims are not cleared, nor the elected bridge's other jobs run: --leader-election-lease is empty", "jobs", elected.Names(more))
 		return func() {}, nil
 	}
-	// The leader's Store of every pool, beside the node's own.
-	open := func(ctx context.Context) (departed.Store, error) {
+	// The elected bridge's Store of every pool, beside the node's own.
+	open := func(ctx context.Context) (elected.Store, error) {
 		s, err := kube.StartConfig(ctx, api.cfg, o.namespace, kube.AllPools)
 		if err != nil {
 			return nil, err
@@ -138,8 +142,12 @@ func startDeparted(ctx context.Context, o *options, api *kubeAccess, store insta
 		defer cancel()
 		return s, s.Synced(syncCtx)
 	}
-	j, err := departed.New(departed.Config{Client: api.client, OpenStore: open, Node: o.nodeName, Namespace: o.namespace,
-		Lease: o.leaseName, Logger: log, WhileLeading: whileLeading})
+	janitor, err := departed.New(departed.Config{Client: api.client, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	c, err := elected.New(elected.Config{Client: api.client, OpenStore: open, Jobs: append([]elected.Job{janitor}, more...),
+		Node: o.nodeName, Namespace: o.namespace, Lease: o.leaseName, Logger: log})
 	if err != nil {
 		return nil, err
 	}
@@ -147,8 +155,8 @@ func startDeparted(ctx context.Context, o *options, api *kubeAccess, store insta
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := j.Run(ctx); err != nil {
-			log.Error("departed-node janitor stopped", "err", err)
+		if err := c.Run(ctx); err != nil {
+			log.Error("the candidate for the elected bridge stopped", "error", err)
 		}
 	}()
 	return func() { cancel(); <-done }, nil

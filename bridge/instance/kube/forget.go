@@ -29,8 +29,9 @@ var nodes = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
 // by PruneUnseen. It returns how many slots it freed; run again, it frees
 // none and writes nothing.
 //
-// It is for the one bridge that clears departed nodes (bridge/departed),
-// never for a live node: its containers' slots would be handed out again.
+// It is for the one bridge that clears departed nodes
+// (bridge/elected/departed), never for a live node: its containers' slots
+// would be handed out again.
 // A node can come back while it runs (a kubelet registers its Node again
 // and claims, or its bridge writes its Presence again), so it asks the
 // API server for the Node before it begins and before each write of an

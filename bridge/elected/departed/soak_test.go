@@ -23,6 +23,7 @@ import (
 	"github.com/cdiexec/cdi/bridge/instance"
 	"github.com/cdiexec/cdi/bridge/instance/kube"
 	"github.com/cdiexec/cdi/bridge/internal/testing/apitest"
+	"github.com/cdiexec/cdi/bridge/internal/testing/electtest"
 )
 
 var (
@@ -58,13 +59,13 @@ func TestSoak(t *testing.T) {
 	if seed == 0 {
 		seed = rand.Uint64()
 	}
-	t.Logf("seed %d: replay with go test -run '^TestSoak$' -soak=%v -soak-seed=%d ./bridge/departed", seed, *flagSoak, seed)
-	env := apitest.StartWithInstances(t, apitest.Options{Users: []apitest.User{{Name: bridgeUser}}})
+	t.Logf("seed %d: replay with go test -run '^TestSoak$' -soak=%v -soak-seed=%d ./bridge/elected/departed", seed, *flagSoak, seed)
+	env := apitest.StartWithInstances(t, apitest.Options{Users: []apitest.User{{Name: electtest.User}}})
 	admin, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	grantBridge(t, admin)
+	electtest.Grant(t, admin)
 	names := make([]string, soakNodes)
 	for i := range names {
 		names[i] = fmt.Sprintf("s-n%d", i)
@@ -145,7 +146,7 @@ var soakPools = map[string]struct {
 func newSoak(t *testing.T, c *cluster, seed uint64, names []string) *soak {
 	s := &soak{t: t, c: c, rng: rand.New(rand.NewPCG(seed, seed^0x5eed)), api: c.dynamic(),
 		janitors: map[string]func(){}, missing: map[[2]string]time.Time{}, events: map[string]int{}}
-	cfg, err := c.env.ConfigFor(bridgeUser)
+	cfg, err := c.Env.ConfigFor(electtest.User)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +170,7 @@ func newSoak(t *testing.T, c *cluster, seed uint64, names []string) *soak {
 func (s *soak) bridgeStore(cfg *rest.Config) *kube.Store {
 	ctx, stop := context.WithCancel(context.Background())
 	s.t.Cleanup(stop)
-	st, err := kube.StartConfig(ctx, cfg, s.c.ns, kube.ServedPools)
+	st, err := kube.StartConfig(ctx, cfg, s.c.Namespace, kube.ServedPools)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -381,12 +382,12 @@ func (s *soak) toggleDropIn(ctx context.Context, n *soakNode) {
 
 // deletePresence deletes a random Presence, as kubectl delete cdip does.
 func (s *soak) deletePresence(ctx context.Context) {
-	list, err := s.api.Resource(kube.PresenceResource).Namespace(s.c.ns).List(ctx, metav1.ListOptions{})
+	list, err := s.api.Resource(kube.PresenceResource).Namespace(s.c.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil || len(list.Items) == 0 {
 		return
 	}
 	name := list.Items[s.rng.IntN(len(list.Items))].GetName()
-	if err := s.api.Resource(kube.PresenceResource).Namespace(s.c.ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+	if err := s.api.Resource(kube.PresenceResource).Namespace(s.c.Namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		s.t.Fatal(err)
 	}
 }
@@ -412,7 +413,7 @@ func (s *soak) deleteNode(ctx context.Context, n *soakNode) {
 	n.departed = append(n.departed, n.containers...)
 	n.containers = nil
 	n.mu.Unlock()
-	if err := s.c.admin.CoreV1().Nodes().Delete(ctx, n.name, metav1.DeleteOptions{}); err != nil {
+	if err := s.c.Admin.CoreV1().Nodes().Delete(ctx, n.name, metav1.DeleteOptions{}); err != nil {
 		s.t.Fatal(err)
 	}
 	if s.rng.IntN(2) == 0 {
@@ -440,7 +441,7 @@ func (s *soak) registerAgain(ctx context.Context) {
 			continue
 		}
 		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name}}
-		if _, err := s.c.admin.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		if _, err := s.c.Admin.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 			s.t.Fatal(err)
 		}
 		n.mu.Lock()
@@ -459,11 +460,7 @@ func (s *soak) registerAgain(ctx context.Context) {
 // moveLeadership stops the leading janitor's bridge and starts it again:
 // another bridge, or the same, leads next.
 func (s *soak) moveLeadership() {
-	lease, err := s.c.admin.CoordinationV1().Leases(s.c.ns).Get(s.t.Context(), DefaultLease, metav1.GetOptions{})
-	if err != nil || lease.Spec.HolderIdentity == nil {
-		return
-	}
-	holder := *lease.Spec.HolderIdentity
+	holder := s.c.Holder()
 	stop, ok := s.janitors[holder]
 	if !ok {
 		return
@@ -521,7 +518,7 @@ func (s *soak) check(ctx context.Context) {
 
 // presences are the devices each Presence lists, by name.
 func (s *soak) presences(ctx context.Context) map[string][]string {
-	list, err := s.api.Resource(kube.PresenceResource).Namespace(s.c.ns).List(ctx, metav1.ListOptions{})
+	list, err := s.api.Resource(kube.PresenceResource).Namespace(s.c.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -536,7 +533,7 @@ func (s *soak) presences(ctx context.Context) map[string][]string {
 
 // instances are the slots' usage of every Instance, by name.
 func (s *soak) instances(ctx context.Context) map[string]map[string]string {
-	list, err := s.api.Resource(kube.Resource).Namespace(s.c.ns).List(ctx, metav1.ListOptions{})
+	list, err := s.api.Resource(kube.Resource).Namespace(s.c.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		s.t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package departed
 
 import (
-	"context"
 	"errors"
 	"maps"
 	"slices"
@@ -13,20 +12,22 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/cdiexec/cdi/bridge/elected"
 	"github.com/cdiexec/cdi/bridge/instance"
 	"github.com/cdiexec/cdi/bridge/instance/kube"
 	"github.com/cdiexec/cdi/bridge/internal/testing/apitest"
+	"github.com/cdiexec/cdi/bridge/internal/testing/electtest"
 )
 
 // TestJanitor runs janitors as bridges of several nodes against one real
 // API server, each as a user with only the bridge's rights.
 func TestJanitor(t *testing.T) {
-	env := apitest.StartWithInstances(t, apitest.Options{Users: []apitest.User{{Name: bridgeUser}}})
+	env := apitest.StartWithInstances(t, apitest.Options{Users: []apitest.User{{Name: electtest.User}}})
 	admin, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	grantBridge(t, admin)
+	electtest.Grant(t, admin)
 	tests := []struct {
 		name string
 		run  func(*testing.T, server)
@@ -35,7 +36,6 @@ func TestJanitor(t *testing.T) {
 		{"the leader sweeps when it starts", testSweep},
 		{"restarted bridges clear nothing", testRestart},
 		{"a bridge without a Node stays out", testNoOwnNode},
-		{"more work while leading, and only then", testWhileLeading},
 		{"a departed node's empty Presence is swept", testEmptyPresenceSwept},
 		{"pruning has stopped when Run returns", testPruneStopsWithRun},
 	}
@@ -78,7 +78,7 @@ func testDeleted(t *testing.T, s server) {
 		claim(cam, 2, "a-n2"), claim(cam, 3, instance.ConfigurationLevelUsage("1", "a-n2")))
 	stops := map[string]func(){"a-n2": c.startJanitor("a-n2"), "a-n3": c.startJanitor("a-n3")}
 	first := c.leader(nil)
-	if err := c.admin.CoreV1().Nodes().Delete(t.Context(), "a-n1", metav1.DeleteOptions{}); err != nil {
+	if err := c.Admin.CoreV1().Nodes().Delete(t.Context(), "a-n1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]string{claim(cam, 0, "").Slot: "", claim(cam, 1, "").Slot: "",
@@ -166,14 +166,14 @@ func testNoOwnNode(t *testing.T, s server) {
 	before := c.instances()[cam.Name]
 	c.startJanitor("d-self")
 	time.Sleep(2 * testLease)
-	_, err := c.admin.CoordinationV1().Leases(c.ns).Get(t.Context(), DefaultLease, metav1.GetOptions{})
+	_, err := c.Admin.CoordinationV1().Leases(c.Namespace).Get(t.Context(), elected.DefaultLease, metav1.GetOptions{})
 	if !apierrors.IsNotFound(err) {
 		t.Fatalf("the Lease of a bridge without a Node: %v, want NotFound", err)
 	}
 	if calls, now := c.rec.calls(), c.instances()[cam.Name]; len(calls) != 0 || !is(now, before.Nodes, before.Usage) {
 		t.Fatalf("a bridge without a Node acted: calls %+v, camera %+v, before %+v", calls, now, before)
 	}
-	c.createNodes("d-self")
+	c.CreateNodes("d-self")
 	c.leader(nil)
 	want := map[string]string{claim(cam, 0, "").Slot: "d-self", claim(cam, 1, "").Slot: ""}
 	c.waitFor("d-other cleared once d-self's Node exists", func(m map[string]instance.Instance) bool {
@@ -181,68 +181,29 @@ func testNoOwnNode(t *testing.T, s server) {
 	})
 }
 
-// TestNewChecksConfig needs no server: New refuses what leader election
-// would, before anything runs.
+// TestNewChecksConfig needs no server.
 func TestNewChecksConfig(t *testing.T) {
 	client, err := kubernetes.NewForConfig(&rest.Config{Host: "https://192.0.2.1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	open := func(context.Context) (Store, error) { return &counted{}, nil }
-	ok := Config{Client: client, OpenStore: open, Node: "n1", Namespace: "cdi-system"}
 	tests := []struct {
-		name   string
-		change func(*Config)
-		valid  bool
+		name string
+		cfg  Config
+		ok   bool
 	}{
-		{"defaults", func(*Config) {}, true},
-		{"test timing", func(c *Config) { c.LeaseDuration, c.RenewDeadline, c.RetryPeriod = testLease, testRenew, testRetry }, true},
-		{"no client", func(c *Config) { c.Client = nil }, false},
-		{"no store", func(c *Config) { c.OpenStore = nil }, false},
-		{"no node", func(c *Config) { c.Node = "" }, false},
-		{"no namespace", func(c *Config) { c.Namespace = "" }, false},
-		{"renew deadline past the lease", func(c *Config) { c.RenewDeadline = 20 * time.Second }, false},
-		{"retry past the renew deadline", func(c *Config) { c.RetryPeriod = 9 * time.Second }, false},
+		{"defaults", Config{Client: client}, true},
+		{"test timing", Config{Client: client, UnseenGrace: testRetry, PruneEvery: testRetry}, true},
+		{"no client", Config{}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := ok
-			tt.change(&cfg)
-			_, err := New(cfg)
-			if tt.valid != (err == nil) || (err != nil && !errors.Is(err, ErrConfig)) {
-				t.Fatalf("New: %v; want valid %v, else ErrConfig", err, tt.valid)
+			_, err := New(tt.cfg)
+			if tt.ok != (err == nil) || (err != nil && !errors.Is(err, ErrConfig)) {
+				t.Fatalf("New: %v; want valid %v, else ErrConfig", err, tt.ok)
 			}
 		})
 	}
-}
-
-// testWhileLeading: Config.WhileLeading runs in the leader alone, and has
-// returned when the leader's Run has; the next leader runs it in turn.
-func testWhileLeading(t *testing.T, s server) {
-	c := newCluster(t, s, "e-n1", "e-n2")
-	stops := map[string]func(){"e-n1": c.startJanitor("e-n1"), "e-n2": c.startJanitor("e-n2")}
-	first := c.leader(nil)
-	c.waitLeading(map[string]int{first: 1})
-	stops[first]()
-	if got := c.rec.allLeading()[first]; got != 0 {
-		t.Fatalf("%s's WhileLeading still runs after its Run returned", first)
-	}
-	other := map[string]string{"e-n1": "e-n2", "e-n2": "e-n1"}[first]
-	c.waitLeading(map[string]int{other: 1})
-}
-
-// waitLeading waits until the janitors' WhileLeading calls running are
-// exactly want.
-func (c *cluster) waitLeading(want map[string]int) {
-	c.t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for time.Now().Before(deadline) {
-		if maps.Equal(c.rec.allLeading(), want) {
-			return
-		}
-		time.Sleep(pollPeriod)
-	}
-	c.t.Fatalf("WhileLeading running %v, want %v", c.rec.allLeading(), want)
 }
 
 // testEmptyPresenceSwept: a node without a Node object left a Presence
@@ -264,7 +225,7 @@ func testEmptyPresenceSwept(t *testing.T, s server) {
 // waitPresences waits until the API server holds n Presences of node.
 func (c *cluster) waitPresences(node string, n int) {
 	c.t.Helper()
-	presences := c.dynamic().Resource(kube.PresenceResource).Namespace(c.ns)
+	presences := c.dynamic().Resource(kube.PresenceResource).Namespace(c.Namespace)
 	for deadline := time.Now().Add(waitLimit); ; time.Sleep(pollPeriod) {
 		list, err := presences.List(c.t.Context(), metav1.ListOptions{LabelSelector: kube.LabelNode + "=" + kube.LabelValue(node)})
 		if err != nil {

@@ -12,6 +12,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/cdiexec/cdi/bridge/elected"
 )
 
 // Retries of a node whose clearing failed (the API server unreachable, a
@@ -21,53 +23,43 @@ const (
 	retryMax   = 5 * time.Minute
 )
 
-// lead is the leader's work, until ctx ends: watch the Nodes, sweep once,
-// then clear each node whose Node object is deleted, and prune the
-// Instances no node sees; and run Config.WhileLeading. A queue lies between
-// the informer and the clearing so that the informer's handler never
-// waits on API writes, a node is cleared once however many times it is
-// queued, and a failed clearing is retried.
-func (j *Janitor) lead(ctx context.Context) {
-	j.log.Info("leading: clearing departed nodes' claims", "node", j.cfg.Node)
-	defer j.log.Info("no longer leading", "node", j.cfg.Node)
+// Run is the job, until ctx ends: watch the Nodes, sweep once, then
+// clear each node whose Node object is deleted, and prune the Instances
+// no node sees. A queue lies between the informer and the clearing so
+// that the informer's handler never waits on API writes, a node is
+// cleared once however many times it is queued, and a failed clearing is
+// retried. It returns nil when ctx ends, once its pruning has stopped.
+func (j *Janitor) Run(ctx context.Context, store elected.Store) error {
+	j.log.Info("clearing departed nodes' claims")
+	defer j.log.Info("no longer clearing departed nodes' claims")
 	queue := workqueue.NewTypedRateLimitingQueue(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryFirst, retryMax))
 	defer queue.ShutDown()
-	store, err := j.cfg.OpenStore(ctx)
-	if err != nil {
-		if ctx.Err() == nil {
-			j.log.Error("departed-node janitor: opening the store of every pool", "err", err)
-		}
-		return
-	}
 	nodes, err := j.watchNodes(ctx, queue)
 	if err != nil {
-		if ctx.Err() == nil {
-			j.log.Error("departed-node janitor: watching nodes", "err", err)
+		if ctx.Err() != nil {
+			return nil
 		}
-		return
+		return err
 	}
 	go func() {
 		<-ctx.Done()
 		queue.ShutDown()
 	}()
-	// The leader's work has stopped when lead returns: the next
-	// leader's, here or elsewhere, must not overlap a deletion of this
-	// one's.
+	// The job has stopped when Run returns: the next leader's, here or
+	// elsewhere, must not overlap a deletion of this one's.
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	if j.cfg.WhileLeading != nil {
-		wg.Go(func() { j.cfg.WhileLeading(ctx, store) })
-	}
 	j.sweep(ctx, store, nodes, queue)
 	wg.Go(func() { j.prune(ctx, store) })
 	for j.next(ctx, store, queue) {
 	}
+	return nil
 }
 
 // prune deletes, every PruneEvery until ctx ends, the Instances no node
 // has seen for UnseenGrace (Store.PruneUnseen).
-func (j *Janitor) prune(ctx context.Context, store Store) {
+func (j *Janitor) prune(ctx context.Context, store elected.Store) {
 	tick := time.NewTicker(j.cfg.PruneEvery)
 	defer tick.Stop()
 	for {
@@ -78,7 +70,7 @@ func (j *Janitor) prune(ctx context.Context, store Store) {
 		}
 		deleted, err := store.PruneUnseen(ctx, j.cfg.UnseenGrace, time.Now())
 		if deleted > 0 || (err != nil && ctx.Err() == nil) {
-			j.log.Info("deleted Instances no node has seen", "for", j.cfg.UnseenGrace.String(), "deleted", deleted, "err", err)
+			j.log.Info("deleted Instances no node has seen", "for", j.cfg.UnseenGrace.String(), "deleted", deleted, "error", err)
 		}
 	}
 }
@@ -121,11 +113,11 @@ func nameOnly(obj any) (any, error) {
 // sweep queues every node the Instances or the Presences name that has
 // no Node object: nodes deleted while no leader watched, or before this
 // one started; a node whose Presences list no device is one too.
-func (j *Janitor) sweep(ctx context.Context, store Store, nodes cache.Store, queue workqueue.TypedInterface[string]) {
+func (j *Janitor) sweep(ctx context.Context, store elected.Store, nodes cache.Store, queue workqueue.TypedInterface[string]) {
 	named, err := store.Nodes(ctx)
 	if err != nil {
 		// Nodes returns what it could read: sweep that much.
-		j.log.Warn("departed-node sweep: listing the nodes named", "err", err)
+		j.log.Warn("departed-node sweep: listing the nodes named", "error", err)
 	}
 	var gone []string
 	for _, name := range named {
@@ -139,7 +131,7 @@ func (j *Janitor) sweep(ctx context.Context, store Store, nodes cache.Store, que
 
 // next clears the next queued node; it returns false once the queue is
 // shut down.
-func (j *Janitor) next(ctx context.Context, store Store, queue workqueue.TypedRateLimitingInterface[string]) bool {
+func (j *Janitor) next(ctx context.Context, store elected.Store, queue workqueue.TypedRateLimitingInterface[string]) bool {
 	name, shutdown := queue.Get()
 	if shutdown {
 		return false
@@ -147,7 +139,7 @@ func (j *Janitor) next(ctx context.Context, store Store, queue workqueue.TypedRa
 	defer queue.Done(name)
 	if err := j.forgetIfGone(ctx, store, name); err != nil {
 		if ctx.Err() == nil {
-			j.log.Warn("clearing a departed node; will retry", "node", name, "err", err)
+			j.log.Warn("clearing a departed node; will retry", "node", name, "error", err)
 			queue.AddRateLimited(name)
 		}
 		return true
@@ -160,7 +152,7 @@ func (j *Janitor) next(ctx context.Context, store Store, queue workqueue.TypedRa
 // API server is asked, not the informer: a node deleted and registered
 // again since the event (a reinstalled machine), or one newer than the
 // informer's list, keeps its claims.
-func (j *Janitor) forgetIfGone(ctx context.Context, store Store, node string) error {
+func (j *Janitor) forgetIfGone(ctx context.Context, store elected.Store, node string) error {
 	_, err := j.cfg.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	switch {
 	case err == nil:
@@ -170,7 +162,7 @@ func (j *Janitor) forgetIfGone(ctx context.Context, store Store, node string) er
 		return fmt.Errorf("looking up node %s: %w", node, err)
 	}
 	freed, err := store.ForgetNode(ctx, node)
-	j.log.Info("cleared a departed node", "node", node, "freedSlots", freed, "err", err)
+	j.log.Info("cleared a departed node", "node", node, "freedSlots", freed, "error", err)
 	if err != nil {
 		return fmt.Errorf("clearing node %s: %w", node, err)
 	}
