@@ -87,10 +87,32 @@ type checkpointFile struct {
 // checkpoint, one that cannot be read or decoded an error wrapping
 // ErrCheckpoint.
 func LoadCheckpoint(path string) (*Checkpoint, error) {
-	c := &Checkpoint{path: path, claims: map[types.UID]Claim{}}
+	claims, err := readCheckpoint(path)
+	if err != nil {
+		return nil, err
+	}
+	return &Checkpoint{path: path, claims: claims}, nil
+}
+
+// Reload reads the file again, for what another process wrote to it:
+// the other bridge of a rolling update, which prepares and unprepares
+// claims under the same lock (dra.CallLock). On error the records are
+// what they were.
+func (c *Checkpoint) Reload() error {
+	claims, err := readCheckpoint(c.path)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.claims = claims
+	c.mu.Unlock()
+	return nil
+}
+
+func readCheckpoint(path string) (map[types.UID]Claim, error) {
 	data, err := atomicfile.ReadRegular(path, maxCheckpoint)
 	if errors.Is(err, fs.ErrNotExist) {
-		return c, nil
+		return map[types.UID]Claim{}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrCheckpoint, err)
@@ -102,10 +124,10 @@ func LoadCheckpoint(path string) (*Checkpoint, error) {
 	if f.Version != checkpointVersion {
 		return nil, fmt.Errorf("%w: %s: version %d, want %d", ErrCheckpoint, path, f.Version, checkpointVersion)
 	}
-	if f.Claims != nil {
-		c.claims = f.Claims
+	if f.Claims == nil {
+		return map[types.UID]Claim{}, nil
 	}
-	return c, nil
+	return f.Claims, nil
 }
 
 // Get returns the record of claim uid.

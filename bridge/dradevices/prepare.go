@@ -49,6 +49,12 @@ type Preparer struct {
 	// Logger gets what cannot be returned. Each ADD and DEL is bounded
 	// by the pool's Plugin.Timeout, as discovery set it.
 	Logger *slog.Logger
+	// PluginDir, when set, is the DRA driver's plugin directory shared
+	// with the other bridge of a rolling update (dra.Config.PodUID), which
+	// writes the same checkpoint: each call reads the checkpoint anew,
+	// under the library's lock of the calls, and ReleaseGone takes that
+	// lock (dra.LockCalls).
+	PluginDir string
 
 	mu    sync.Mutex
 	pools map[string]discovery.Pool // by the bridge's pool name; nil before SetPools
@@ -91,6 +97,9 @@ func (p *Preparer) pool(name string) (discovery.Pool, bool, error) {
 func (p *Preparer) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) ([]dra.Device, error) {
 	p.claimMu.Lock()
 	defer p.claimMu.Unlock()
+	if err := p.reload(); err != nil {
+		return nil, err
+	}
 	rec, ok := p.Checkpoint.Get(claim.UID)
 	if !ok {
 		var err error
@@ -121,6 +130,15 @@ func (p *Preparer) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim
 		}
 	}
 	return p.devices(rec, s), nil
+}
+
+// reload reads the checkpoint anew when another bridge may have written
+// it (PluginDir set).
+func (p *Preparer) reload() error {
+	if p.PluginDir == "" {
+		return nil
+	}
+	return p.Checkpoint.Reload()
 }
 
 // plan resolves claim's allocation results of this driver to the

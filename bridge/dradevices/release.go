@@ -8,6 +8,8 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/cdiexec/cdi/bridge/dra"
 )
 
 // GetClaim reads a claim from the API server, as
@@ -23,10 +25,24 @@ type GetClaim func(ctx context.Context, namespace, name string) (*resourceapi.Re
 // claim: allocations made before the drop-in moved from the device
 // plugins to DRA, or by another caller. A claim the API server cannot be
 // asked about is kept. It runs under the lock of Prepare and Unprepare,
-// so that no ADD runs between the checkpoint's read and the GC.
+// so that no ADD runs between the checkpoint's read and the GC; with
+// PluginDir set, under the library's lock of the calls too, after which
+// it reads the checkpoint anew: the other bridge of a rolling update may
+// have prepared claims since this one started, and its ADDs must not be
+// taken for leftovers.
 func (p *Preparer) ReleaseGone(ctx context.Context, get GetClaim) error {
+	if p.PluginDir != "" {
+		unlock, err := dra.LockCalls(p.PluginDir)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+	}
 	p.claimMu.Lock()
 	defer p.claimMu.Unlock()
+	if err := p.reload(); err != nil {
+		return err
+	}
 	var errs []error
 	for _, uid := range p.Checkpoint.UIDs() {
 		rec, _ := p.Checkpoint.Get(uid)

@@ -21,6 +21,9 @@ import (
 func (p *Preparer) Unprepare(ctx context.Context, uid types.UID) error {
 	p.claimMu.Lock()
 	defer p.claimMu.Unlock()
+	if err := p.reload(); err != nil {
+		return err
+	}
 	rec, ok := p.Checkpoint.Get(uid)
 	if ok {
 		if err := p.release(ctx, uid, rec); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -190,11 +191,14 @@ func startDRA(ctx context.Context, o *options, cfg *rest.Config, store instance.
 		return nil, fmt.Errorf("--cdi-spec-dir, --domain: %w", err)
 	}
 	p := &dradevices.Preparer{Driver: o.domain, Node: o.nodeName, CDI: cdiDir, Vendor: o.domain, Checkpoint: ckpt, Logger: log}
+	if o.podUID != "" {
+		p.PluginDir = dra.PluginDir(o.draPluginDir, o.domain) // shared with the other pod of a rolling update
+	}
 	if err := p.RestoreSpecs(); err != nil {
 		log.Error("rewriting the CDI specs of prepared claims", "error", err)
 	}
 	d, err := dra.Start(ctx, dra.Config{DriverName: o.domain, NodeName: o.nodeName, Client: client, Devices: p,
-		PluginDir: o.draPluginDir, RegistrarDir: o.draRegistrarDir, Logger: log, OnFatal: onFatal})
+		PluginDir: o.draPluginDir, RegistrarDir: o.draRegistrarDir, Logger: log, OnFatal: onFatal, PodUID: types.UID(o.podUID)})
 	if err != nil {
 		return nil, err
 	}
