@@ -1,6 +1,9 @@
 package deploy
 
 import (
+	"maps"
+	"slices"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -36,6 +39,57 @@ func testChartDRA(t *testing.T, objs []*unstructured.Unstructured, pod *podSpec,
 	subjects, _, _ := unstructured.NestedSlice(binding.Object, "subjects")
 	if !equalJSON(subjects, []map[string]any{{"kind": "ServiceAccount", "name": "cdi-bridge", "namespace": "cdi-test"}}) {
 		t.Errorf("cdi-bridge-dra binds %v", subjects)
+	}
+	classes := deviceClasses(objs)
+	for _, pool := range []string{"tty-generic", "gpu-drm"} {
+		c := classes[pool+".devices.example.com"]
+		if c == nil {
+			t.Errorf("no DeviceClass %s.devices.example.com among %v", pool, slices.Sorted(maps.Keys(classes)))
+			continue
+		}
+		want := map[string]any{"extendedResourceName": "devices.example.com/" + pool, "selectors": []map[string]any{{"cel": map[string]any{
+			"expression": `device.driver == "devices.example.com" && device.attributes["devices.example.com"].pool == "` + pool + `"`}}}}
+		if !equalJSON(c.Object["spec"], want) {
+			t.Errorf("DeviceClass %s: spec %v, want %v", c.GetName(), c.Object["spec"], want)
+		}
+	}
+	if len(classes) != 2 {
+		t.Errorf("DeviceClasses %v, want one per pool of dra.pools", slices.Sorted(maps.Keys(classes)))
+	}
+}
+
+// deviceClasses are the DeviceClasses among objs, by name.
+func deviceClasses(objs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
+	out := map[string]*unstructured.Unstructured{}
+	for _, o := range objs {
+		if o.GetKind() == "DeviceClass" {
+			out[o.GetName()] = o
+		}
+	}
+	return out
+}
+
+// The DeviceClasses of examples/dra, for kustomize, are the chart's for
+// the pools they name, object for object.
+func TestDRAExampleClassesAreTheCharts(t *testing.T) {
+	shipped := map[string]*unstructured.Unstructured{}
+	var pools []string
+	for _, o := range readExamples(t, draExamples, "") {
+		if o.GetKind() == "DeviceClass" {
+			shipped[o.GetName()] = o
+			pools = append(pools, strings.TrimSuffix(o.GetName(), ".cdi.local"))
+		}
+	}
+	_, objs := helmTemplate(t, writeValues(t, "dra: {pools: ["+strings.Join(pools, ", ")+"]}\n"))
+	fromChart := deviceClasses(objs)
+	if !slices.Equal(slices.Sorted(maps.Keys(fromChart)), slices.Sorted(maps.Keys(shipped))) {
+		t.Fatalf("the chart renders DeviceClasses %v for pools %v, the examples have %v",
+			slices.Sorted(maps.Keys(fromChart)), pools, slices.Sorted(maps.Keys(shipped)))
+	}
+	for name, want := range fromChart {
+		if !equalJSON(shipped[name].Object, want.Object) {
+			t.Errorf("DeviceClass %s: the examples' %v, the chart's %v", name, shipped[name].Object, want.Object)
+		}
 	}
 }
 

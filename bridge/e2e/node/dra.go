@@ -179,7 +179,7 @@ func oneTerminal() *resourceapi.ResourceClaimTemplate {
 		ObjectMeta: metav1.ObjectMeta{Name: oneTerminalTpl},
 		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{
 			Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
-				Name: "tty", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "tty.cdi.local"},
+				Name: "tty", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "tty-generic.cdi.local"},
 			}}},
 		}},
 	}
