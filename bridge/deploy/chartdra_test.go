@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -40,6 +41,7 @@ func testChartDRA(t *testing.T, objs []*unstructured.Unstructured, pod *podSpec,
 	if !equalJSON(subjects, []map[string]any{{"kind": "ServiceAccount", "name": "cdi-bridge", "namespace": "cdi-test"}}) {
 		t.Errorf("cdi-bridge-dra binds %v", subjects)
 	}
+	testRollingUpdate(t, decodeDaemonSet(t, objs), bridge, f)
 	classes := deviceClasses(objs)
 	for _, pool := range []string{"tty-generic", "gpu-drm"} {
 		c := classes[pool+".devices.example.com"]
@@ -55,6 +57,26 @@ func testChartDRA(t *testing.T, objs []*unstructured.Unstructured, pod *podSpec,
 	}
 	if len(classes) != 2 {
 		t.Errorf("DeviceClasses %v, want one per pool of dra.pools", slices.Sorted(maps.Keys(classes)))
+	}
+}
+
+// testRollingUpdate checks that with dra.pools the new pod of an update
+// starts before the old one stops (maxSurge 1, maxUnavailable 0), and
+// that the bridge is told its pod's UID (--pod-uid), from which its DRA
+// driver's socket names are made, so that the two serve side by side.
+func testRollingUpdate(t *testing.T, ds *daemonSet, bridge *container, f map[string]string) {
+	t.Helper()
+	if u := ds.Spec.UpdateStrategy; u.Type != "RollingUpdate" || fmt.Sprint(u.RollingUpdate.MaxSurge) != "1" ||
+		fmt.Sprint(u.RollingUpdate.MaxUnavailable) != "0" {
+		t.Errorf("updateStrategy %+v, want RollingUpdate with maxSurge 1, maxUnavailable 0", u)
+	}
+	if f["pod-uid"] != "$(POD_UID)" {
+		t.Errorf("--pod-uid=%q, want $(POD_UID)", f["pod-uid"])
+	}
+	if !slices.ContainsFunc(bridge.Env, func(e envVar) bool {
+		return e.Name == "POD_UID" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.uid"
+	}) {
+		t.Errorf("no POD_UID from metadata.uid in the bridge's env %+v", bridge.Env)
 	}
 }
 

@@ -57,10 +57,7 @@ type container struct {
 	Name, Image, ImagePullPolicy string
 	Command, Args                []string
 	Resources                    map[string]any
-	Env                          []struct {
-		Name      string
-		ValueFrom *struct{ FieldRef *struct{ FieldPath string } }
-	}
+	Env                          []envVar
 	Ports []struct {
 		Name          string
 		ContainerPort int
@@ -70,6 +67,11 @@ type container struct {
 		Name, MountPath, RecursiveReadOnly string
 		ReadOnly                           bool
 	}
+}
+
+type envVar struct {
+	Name      string
+	ValueFrom *struct{ FieldRef *struct{ FieldPath string } }
 }
 
 type probe struct {
