@@ -26,7 +26,8 @@ import (
 const ClaimClass = "claim"
 
 // ErrNotReady is wrapped by the errors of a call that needs the pools
-// before the first discovery handed them over: the kubelet retries.
+// before the first discovery handed them over (Prepare and Unprepare wait
+// for them until their context ends): the kubelet retries.
 var ErrNotReady = errors.New("devices not discovered yet")
 
 // ErrNotAllocatable is wrapped by Prepare's error for an allocation this
@@ -58,6 +59,9 @@ type Preparer struct {
 
 	mu    sync.Mutex
 	pools map[string]discovery.Pool // by the bridge's pool name; nil before SetPools
+	// poolsSet is closed by the first SetPools (made by the first of it
+	// and waitPools).
+	poolsSet chan struct{}
 	// claimMu makes Prepare and Unprepare one at a time, so that the
 	// checkpoint's record of a claim is read and written by one call: the
 	// library serializes the kubelet's calls, but that is its choice.
@@ -73,8 +77,37 @@ func (p *Preparer) SetPools(pools []discovery.Pool) {
 		m[pl.Name] = pl
 	}
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.pools == nil {
+		close(p.setSignal())
+	}
 	p.pools = m
+}
+
+// setSignal is poolsSet, made if need be; p.mu is held.
+func (p *Preparer) setSignal() chan struct{} {
+	if p.poolsSet == nil {
+		p.poolsSet = make(chan struct{})
+	}
+	return p.poolsSet
+}
+
+// waitPools waits until the first SetPools, or ctx ends. The kubelet
+// calls the driver as soon as it registers, which is before the first
+// discovery: at a start, and during a rolling update, where the kubelet
+// turns to the new bridge at once. A claim asked for then waits for the
+// pools, a second at most as a rule, instead of failing and waiting for
+// the kubelet's retry (10 s and more) with a failure event.
+func (p *Preparer) waitPools(ctx context.Context) error {
+	p.mu.Lock()
+	set := p.setSignal()
 	p.mu.Unlock()
+	select {
+	case <-set:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", ErrNotReady, context.Cause(ctx))
+	}
 }
 
 func (p *Preparer) pool(name string) (discovery.Pool, bool, error) {
@@ -95,6 +128,9 @@ func (p *Preparer) pool(name string) (discovery.Pool, bool, error) {
 // claim forgotten. A claim prepared before returns its devices again,
 // its spec file rewritten if it is gone.
 func (p *Preparer) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) ([]dra.Device, error) {
+	if err := p.waitPools(ctx); err != nil {
+		return nil, err
+	}
 	p.claimMu.Lock()
 	defer p.claimMu.Unlock()
 	if err := p.reload(); err != nil {

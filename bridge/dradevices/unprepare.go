@@ -19,6 +19,9 @@ import (
 // cannot run and is skipped with a warning: the plugin's state keeps that
 // allocation until the plugin's GC is run.
 func (p *Preparer) Unprepare(ctx context.Context, uid types.UID) error {
+	if err := p.waitPools(ctx); err != nil {
+		return err
+	}
 	p.claimMu.Lock()
 	defer p.claimMu.Unlock()
 	if err := p.reload(); err != nil {
