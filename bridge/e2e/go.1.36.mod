@@ -224,3 +224,8 @@ replace (
 	k8s.io/sample-controller => k8s.io/sample-controller v0.36.3
 	k8s.io/streaming => k8s.io/streaming v0.36.3
 )
+
+// The main module's k8s.io v0.37 libraries require etcd's client/pkg at
+// v3.7, whose API etcd's client v3.6.8, Kubernetes 1.36's, does not build
+// against: Kubernetes 1.36's own version.
+replace go.etcd.io/etcd/client/pkg/v3 => go.etcd.io/etcd/client/pkg/v3 v3.6.8
