@@ -58,7 +58,7 @@ type container struct {
 	Command, Args                []string
 	Resources                    map[string]any
 	Env                          []envVar
-	Ports []struct {
+	Ports                        []struct {
 		Name          string
 		ContainerPort int
 	}
