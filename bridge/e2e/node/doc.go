@@ -11,7 +11,7 @@
 // KUBE_CONTROLLER_MANAGER and CONTAINERD_BIN_DIR). Without root the test
 // skips; with the CI environment variable set, a missing program fails it.
 //
-// Three tests each run a node of their own, one after the other in the
+// Five tests each run a node of their own, one after the other in the
 // same namespaces:
 //
 //   - TestNode runs cdi-bridge as a process with the test's drop-ins
@@ -43,6 +43,21 @@
 //     the bridge, and a pod that asks for the pool's device-plugin
 //     resource the old way (an extended resource, KEP-5004). Its kubelet
 //     directory and CDI spec directory are fresh.
+//   - TestDRAUpstream runs a node as TestDRA does and holds the bridge to
+//     the checks of upstream's DRA node tests, which only their own test
+//     driver can run: a pod created while the kubelet is down runs; a
+//     Prepare that fails keeps the pod pending, with the kubelet's event,
+//     until it succeeds; a pod deleted while the kubelet is down, and a
+//     force-deleted one, are unprepared; a new claim of an old claim's
+//     name waits for the old one's Unprepare. The failures are the
+//     terminals' plugin's own: its drop-in runs it behind a gate, a
+//     script whose files make ADD or DEL fail or hold INFO
+//     (dragate_test.go).
+//   - TestDRARollingUpdate runs a node as TestDRA does and updates the
+//     bridge as the chart's DaemonSet does with dra.pools: a second
+//     bridge started with a new pod UID (--pod-uid) beside the first,
+//     which stops once the second is ready, while pods with claims run
+//     and new ones are prepared.
 //
 // BenchmarkPodStart runs a node as TestDRA does and times pods from their
 // creation to their container running, through the device plugins and
