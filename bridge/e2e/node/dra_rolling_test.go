@@ -2,8 +2,11 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"maps"
+	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,10 +48,11 @@ func (n *DRANode) startPodBridge(t *testing.T, b podBridge) *Proc {
 // through it: before the new bridge has discovered anything (the
 // kubelet turns to it as soon as it registers; its first INFO is held),
 // while both serve, and after. No Prepare fails (no pod has the kubelet's
-// failure event), every claim's ADDs are those of its allocation and
-// nothing else is held (so none was prepared twice, or freed under its
-// pod), the one checkpoint records every claim, and the claim the old
-// bridge prepared is unprepared by the new one when its pod goes. The
+// failure event), each claim is prepared once, by one bridge (their
+// logs), the plugins hold exactly the claims' ADDs (none freed under its
+// pod, none left over), the one checkpoint records every claim, and the
+// claim the old bridge prepared is unprepared by the new one when its
+// pod goes. The
 // cameras, served by the device plugins of both bridges during the
 // overlap, are still the Node's after it.
 func TestDRARollingUpdate(t *testing.T) {
@@ -90,6 +94,7 @@ func TestDRARollingUpdate(t *testing.T) {
 
 	n.checkNoFailedPrepare(t)
 	n.checkHeldExactly(t, running)
+	checkPreparedOnce(t, running, old.LogPath, bridge.LogPath)
 	n.CheckStillRunning(t, pods(running)...)
 	n.DeleteClaimPod(t, before) // prepared by the old bridge, unprepared by the new one
 	timed(t, "the cameras the Node's after the update", func() { n.waitResources(t) })
@@ -130,5 +135,29 @@ func (n *DRANode) checkHeldExactly(t *testing.T, running []*ClaimPod) {
 	// No pod here holds a camera: every allocation is a claim's.
 	if held := slices.Sorted(maps.Keys(allocs)); !slices.Equal(held, slices.Sorted(slices.Values(want))) {
 		t.Errorf("the plugins hold request-ids %v, want the running pods' claims' %v", held, slices.Sorted(slices.Values(want)))
+	}
+}
+
+// checkPreparedOnce checks, from the bridges' logs, that each running
+// pod's claim was prepared once, by one of the two bridges.
+func checkPreparedOnce(t *testing.T, running []*ClaimPod, logs ...string) {
+	t.Helper()
+	prepared := map[string]int{}
+	for _, path := range logs {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.Lines(string(data)) {
+			var rec struct{ Msg, UID string }
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "prepared a claim" {
+				prepared[rec.UID]++
+			}
+		}
+	}
+	for _, p := range running {
+		if got := prepared[string(p.Claim.UID)]; got != 1 {
+			t.Errorf("pod %s's claim %s was prepared %d times by the two bridges, want once", p.Name, p.Claim.UID, got)
+		}
 	}
 }
