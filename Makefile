@@ -39,7 +39,8 @@ help:
 	@echo "                    ResourceSlice publishing, then the cluster simulation; tables of ratios against floors"
 	@echo "                    measured in the same run (BENCH=\"-rounds 50 -dra-rounds 10\" and SIM=\"-sim-nodes 10\""
 	@echo "                    size the bridge's parts); then, on the real node (root), pod start through DRA"
-	@echo "                    against the device plugins (PODSTART=\"-podstart-rounds 50\")"
+	@echo "                    against the device plugins (PODSTART=\"-podstart-rounds 50\"); the Instance store's soak"
+	@echo "                    runs for SOAK (10m; make test runs it for a minute)"
 	@echo "make demo           build, install into a temporary prefix and walk through the protocol"
 	@echo "make manifests      the kustomize layout in bridge/deploy, from its Helm chart (bridge/deploy/chart)"
 	@echo "make image          the bridge's multi-arch image as an OCI layout, bin/cdi-bridge-image.tar (IMAGE=name:tag, ARCHES=\"amd64 arm64\")"
@@ -114,11 +115,12 @@ kube-apiserver:
 THIN := awk '/[ :]/ { print; next } ++n % 100 == 0 { print "  " n " packages compiled, now " $$0 }'
 
 # The programs the tests run, each as program:its Debian package (what
-# .ci/run installs). etcd backs every Kubernetes test's kube-apiserver; the
-# others are the real node's (make e2e), which also needs root. Without
+# .ci/run installs). etcd backs every Kubernetes test's kube-apiserver; jq
+# and flock run the plugin in shell (testdata/shell) that spec/conformance
+# checks; the others are the real node's (make e2e), which also needs root. Without
 # them those tests skip, saying so; under CI they fail, and so does this.
 PREREQS := etcd:etcd-server runc:runc ip:iproute2 iptables:iptables unshare:util-linux \
-	/usr/lib/cni/loopback:containernetworking-plugins
+	flock:util-linux jq:jq /usr/lib/cni/loopback:containernetworking-plugins
 prereqs:
 	@missing=; for p in $(PREREQS); do command -v $${p%%:*} >/dev/null || missing="$$missing $${p#*:}"; done; \
 	[ "$$(id -u)" = 0 ] || echo "not root: the real node (make e2e) needs root, and skips without it"; \
@@ -233,13 +235,18 @@ lint:
 # BenchmarkAllocate (bridge/bench) are set against their floors by
 # benchstat, pinned as staticcheck is. BENCH="-rounds 50" and
 # SIM="-sim-nodes 10" size the bridge's parts (-dra-devices and
-# -dra-rounds in BENCH, the DRA table's). Last, on the real node
+# -dra-rounds in BENCH, the DRA table's). Then the store's soak
+# (bridge/departed's TestSoak: three nodes' stores and janitors under
+# random events, its invariants checked at every step) for SOAK, ten
+# minutes by default (make test runs it for one). Last, on the real node
 # (bridge/e2e/node, root; it skips without), a pod's start through DRA
 # against the device plugins: PODSTART="-podstart-rounds 50" sizes it.
 BENCHSTAT := golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 BENCH    ?=
 SIM      ?=
 PODSTART ?=
+SOAK     ?= 10m
+SOAKTIMEOUT := 40m
 bench: kube-apiserver node-bins
 	$(GO) test -run '^$$' -bench '^BenchmarkPlugins$$' -benchtime 1x -timeout 30m ./plugins/bench
 	$(GO) test -run '^$$' -bench '^Benchmark(RoundTrip|Startup)$$' -count 6 ./plugins/bench > bin/bench-plugins.txt || \
@@ -251,6 +258,7 @@ bench: kube-apiserver node-bins
 	$(GO) run $(BENCHSTAT) -col /subject bin/bench-allocate.txt
 	KUBE_APISERVER=$(KUBE_APISERVER) $(GO) test -run '^$$' -bench '^BenchmarkDRAPublish$$' -benchtime 1x -timeout 30m ./bridge/bench $(BENCH)
 	cd $(E2E) && KUBE_APISERVER=$(KUBE_APISERVER) $(GO) run ./cmd/clustersim $(SIM)
+	KUBE_APISERVER=$(KUBE_APISERVER) $(GO) test -run '^TestSoak$$' -count=1 -timeout $(SOAKTIMEOUT) -v ./bridge/departed -soak=$(SOAK)
 	cd $(E2E) && KUBE_APISERVER=$(KUBE_APISERVER) KUBELET=$(KUBELET) CONTAINERD_BIN_DIR=$(CONTAINERD_BIN_DIR) \
 		KUBE_SCHEDULER=$(KUBE_SCHEDULER) KUBE_CONTROLLER_MANAGER=$(KUBE_CONTROLLER_MANAGER) \
 		$(GO) test -run '^$$' -bench '^BenchmarkPodStart$$' -benchtime 1x -timeout 20m ./node $(PODSTART)

@@ -48,6 +48,13 @@ type Plugin struct {
 	// another type is code 9. Empty means any type.
 	Types []string
 
+	// Args lists the members of a configuration's args the plugin knows,
+	// those it reads and any it deliberately passes on; any other member
+	// is code 15, naming it (SPEC.md, "Order of checks", step 9). A plugin
+	// that takes no args leaves it empty, and every args member is then
+	// refused.
+	Args []string
+
 	// Serves, when set, lists the resource-specs the configuration serves.
 	// It is called only for an ADD whose parameters are malformed (code 7)
 	// while CDI_REQUEST's resource-specs are well-formed: naming one the
@@ -223,6 +230,9 @@ func checkConfig(p *Plugin, stdin []byte) (*spec.Config, error) {
 	}
 	if len(p.Types) > 0 && !contains(p.Types, cfg.Type) {
 		return nil, spec.NewError(spec.CodeTypeMismatch, "configuration type %q is not served by this plugin (it serves %s)", cfg.Type, strings.Join(p.Types, ", "))
+	}
+	if err := spec.CheckArgs(cfg, p.Args); err != nil {
+		return nil, err
 	}
 	return cfg, nil
 }

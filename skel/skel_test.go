@@ -35,9 +35,15 @@ func dispatch(t *testing.T, p Plugin, env map[string]string, stdin string) run {
 	return r
 }
 
+// withArgs is ttyConf with the args given.
+func withArgs(args string) string {
+	return strings.TrimSuffix(ttyConf, "}") + `,"args":` + args + "}"
+}
+
 func fullPlugin() Plugin {
 	return Plugin{
 		Types: []string{"tty"},
+		Args:  []string{"stateDir", "root"},
 		Info: func(a *Args) (*spec.InfoResult, error) {
 			return &spec.InfoResult{Counts: map[string]int{"tty": 32}}, nil
 		},
@@ -79,6 +85,12 @@ func TestDispatch(t *testing.T) {
 		{"bad config", fullPlugin(), map[string]string{"CDI_COMMAND": "INFO", "CDI_VERSION": "0.0.1"}, `{`, 1, 8, "not valid JSON"},
 		{"config version", fullPlugin(), map[string]string{"CDI_COMMAND": "INFO", "CDI_VERSION": "0.0.1"}, strings.Replace(ttyConf, "0.0.1", "0.9.0", 1), 1, 2, "0.9.0"},
 		{"type mismatch", fullPlugin(), map[string]string{"CDI_COMMAND": "INFO", "CDI_VERSION": "0.0.1"}, strings.Replace(ttyConf, `"tty"`, `"gpu"`, 1), 1, 9, "gpu"},
+		{"unknown arg", fullPlugin(), map[string]string{"CDI_COMMAND": "INFO"}, withArgs(`{"root":"/","rot":"/x"}`), 1, 15, `unknown argument(s) \"rot\" (did you mean \"root\"?); known: root, stateDir`},
+		{"unknown arg, DEL exits 0", fullPlugin(), map[string]string{"CDI_COMMAND": "DEL", "CDI_VERSION": "0.0.1", "CDI_REQUEST_ID": "1"}, withArgs(`{"x":1}`), 0, 15, `\"x\"`},
+		{"args of a plugin that takes none", Plugin{Info: fullPlugin().Info}, map[string]string{"CDI_COMMAND": "INFO"}, withArgs(`{"root":"/"}`), 1, 15, "known: none"},
+		{"type before args", fullPlugin(), map[string]string{"CDI_COMMAND": "INFO"}, strings.Replace(withArgs(`{"rot":1}`), `"tty"`, `"gpu"`, 1), 1, 9, "gpu"},
+		{"args before a newer command", fullPlugin(), map[string]string{"CDI_COMMAND": "LIST", "CDI_VERSION": "0.0.2"}, withArgs(`{"rot":1}`), 1, 15, "rot"},
+		{"args before parameters", fullPlugin(), map[string]string{"CDI_COMMAND": "ADD", "CDI_VERSION": "0.0.1", "CDI_REQUEST": "tty:0", "CDI_REQUEST_ID": "-x"}, withArgs(`{"rot":1}`), 1, 15, "rot"},
 		{"list needs 0.1.0", fullPlugin(), map[string]string{"CDI_COMMAND": "LIST", "CDI_VERSION": "0.0.2"}, ttyConf, 1, 3, "0.1.0"},
 		{"malformed all at once", fullPlugin(), map[string]string{"CDI_COMMAND": "ADD", "CDI_VERSION": "0.0.1", "CDI_REQUEST": "tty:0", "CDI_REQUEST_ID": "-x", "CDI_REQUEST_NUMA_LOCALITY": "a"}, ttyConf, 1, 7, "CDI_REQUEST_NUMA_LOCALITY"},
 		{"devices need 0.1.0", fullPlugin(), map[string]string{"CDI_COMMAND": "ADD", "CDI_VERSION": "0.0.2", "CDI_REQUEST": "tty:1", "CDI_REQUEST_ID": "1", "CDI_REQUEST_DEVICES": "tty13"}, ttyConf, 1, 7, "CDI_REQUEST_DEVICES"},

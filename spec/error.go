@@ -9,7 +9,7 @@ import (
 // 100 and above are free for plugin-specific errors.
 type Code int
 
-// The well-known error codes. 1-5 are the draft's; 6-14 settle the cases the
+// The well-known error codes. 1-5 are the draft's; 6-15 settle the cases the
 // draft leaves without a code.
 const (
 	CodeIncompatibleVersion       Code = 1  // CDI_VERSION not supported
@@ -26,6 +26,7 @@ const (
 	CodeUnknownDevice             Code = 12 // CDI_REQUEST_DEVICES names a device the plugin lacks
 	CodeStateError                Code = 13 // the plugin's state cannot be read, locked or written
 	CodeInternal                  Code = 14 // any other failure inside the plugin
+	CodeUnknownArg                Code = 15 // config args hold a member the plugin does not know
 
 	// CodePluginMin is the first code a plugin may define for itself.
 	CodePluginMin Code = 100
@@ -63,6 +64,8 @@ func (c Code) Message() string {
 		return "State error"
 	case CodeInternal:
 		return "Internal error"
+	case CodeUnknownArg:
+		return "Unknown argument"
 	}
 	if c >= 100 {
 		return "Plugin error"
@@ -73,7 +76,7 @@ func (c Code) Message() string {
 // WellKnownCodes lists every code SPEC.md defines, in order.
 func WellKnownCodes() []Code {
 	var out []Code
-	for c := CodeIncompatibleVersion; c <= CodeInternal; c++ {
+	for c := CodeIncompatibleVersion; c <= CodeUnknownArg; c++ {
 		out = append(out, c)
 	}
 	return out

@@ -43,15 +43,15 @@ func TestErrorChain(t *testing.T) {
 
 func TestWellKnownCodesHaveMessages(t *testing.T) {
 	codes := WellKnownCodes()
-	if len(codes) != 14 {
-		t.Fatalf("%d codes, want 14", len(codes))
+	if len(codes) != 15 {
+		t.Fatalf("%d codes, want 15", len(codes))
 	}
 	for _, c := range codes {
 		if c.Message() == "" {
 			t.Errorf("code %d has no message", c)
 		}
 	}
-	if Code(15).Message() != "" {
+	if Code(16).Message() != "" {
 		t.Error("a reserved, undefined code has a message")
 	}
 	if CodePluginMin.Message() != "Plugin error" {

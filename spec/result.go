@@ -3,6 +3,7 @@ package spec
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -15,6 +16,48 @@ import (
 // Its underscore keeps it out of the resource-spec namespace, so it can
 // never collide with a flat count.
 const InventoryKey = "device_inventory"
+
+// SkippedKey is the INFO result member (0.1.0) that counts, by reason, the
+// devices the plugin found but does not offer; an underscore, as in
+// InventoryKey, keeps it apart from the counts.
+const SkippedKey = "skipped_devices"
+
+// Reasons for skipped_devices that SPEC.md names, for the causes this
+// project's plugins skip a device for. A plugin may use others of the
+// same form (CheckSkipReason).
+const (
+	// SkipBadPath: a node's path is not clean and absolute, or holds a
+	// control character.
+	SkipBadPath = "bad-path"
+	// SkipNotDeviceNode: a node is a regular file, a FIFO, a socket or a
+	// directory, or a link to one.
+	SkipNotDeviceNode = "not-device-node"
+	// SkipOutsideRoot: a node resolves out of the root arg.
+	SkipOutsideRoot = "outside-root"
+	// SkipBadID: the device's id would not be a valid device-id (a name
+	// too long, a character an id cannot hold), or another device has it.
+	SkipBadID = "bad-id"
+	// SkipUnreadable: what describes the device cannot be read.
+	SkipUnreadable = "unreadable"
+)
+
+// MaxSkipReasons bounds the reasons of one skipped_devices, so that a
+// caller can make a metric series of each.
+const MaxSkipReasons = 16
+
+// maxSkipReasonLen is the longest reason, in bytes.
+const maxSkipReasonLen = 32
+
+// CheckSkipReason reports whether s is a reason of skipped_devices: a
+// lower-case letter followed by up to 31 lower-case letters, digits or
+// hyphens.
+func CheckSkipReason(s string) error {
+	lowerDigitHyphen := func(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' }
+	if s == "" || s[0] < 'a' || s[0] > 'z' || len(s) > maxSkipReasonLen || !allOf(s, lowerDigitHyphen) {
+		return fmt.Errorf("%w: reason %q must be a lower-case letter followed by up to %d lower-case letters, digits or hyphens", ErrMalformed, s, maxSkipReasonLen-1)
+	}
+	return nil
+}
 
 // VersionResult is the reply to VERSION.
 type VersionResult struct {
@@ -35,6 +78,9 @@ type InfoResult struct {
 	Counts map[string]int
 	// Devices is the 0.1.0 inventory.
 	Devices []DeviceInfo
+	// Skipped counts, by reason, the devices the plugin found but does
+	// not offer (0.1.0); nil or empty when it skipped none.
+	Skipped map[string]int
 }
 
 // DeviceInfo describes one device in the 0.1.0 inventory.
@@ -121,22 +167,23 @@ func (r AddResult) ForVersion(v string) AddResult {
 	return r
 }
 
-// ForVersion returns a copy of r fit for version v: the inventory is
-// dropped for versions before 0.1.0.
+// ForVersion returns a copy of r fit for version v: the inventory and the
+// skipped counts are dropped for versions before 0.1.0.
 func (r InfoResult) ForVersion(v string) InfoResult {
 	r.CDIVersion = v
 	if !AtLeast(v, Version010) {
-		r.Devices = nil
+		r.Devices, r.Skipped = nil, nil
 	} else if r.Devices == nil {
 		r.Devices = []DeviceInfo{}
 	}
 	return r
 }
 
-// MarshalJSON writes the counts beside cdiVersion and the inventory, if
-// any, under InventoryKey, all in key order.
+// MarshalJSON writes the counts beside cdiVersion, the inventory, if
+// any, under InventoryKey, and the skipped counts, if any, under
+// SkippedKey, all in key order.
 func (r InfoResult) MarshalJSON() ([]byte, error) {
-	doc := make(map[string]any, len(r.Counts)+2)
+	doc := make(map[string]any, len(r.Counts)+3)
 	for k, n := range r.Counts {
 		doc[k] = n
 	}
@@ -144,11 +191,18 @@ func (r InfoResult) MarshalJSON() ([]byte, error) {
 	if r.Devices != nil {
 		doc[InventoryKey] = r.Devices
 	}
+	if len(r.Skipped) > 0 {
+		doc[SkippedKey] = r.Skipped
+	}
 	return jsonwrite.Marshal(doc)
 }
 
 // UnmarshalJSON reads what MarshalJSON writes. Members other than
-// cdiVersion and the inventory must be integer counts.
+// cdiVersion, the inventory and the skipped counts must be integer
+// counts, except that a member whose name holds an underscore, which no
+// resource-spec does, is not a count: one this package does not know is
+// ignored, as SPEC.md says, so that a later version's member does not
+// fail a caller's INFO.
 func (r *InfoResult) UnmarshalJSON(data []byte) error {
 	v, err := jsonread.Parse(data)
 	if err != nil {
@@ -158,15 +212,16 @@ func (r *InfoResult) UnmarshalJSON(data []byte) error {
 		return fmt.Errorf("INFO result: %w: want an object, got %.40s", jsonread.ErrType, v.Raw)
 	}
 	var fixed struct {
-		CDIVersion string       `json:"cdiVersion"`
-		Devices    []DeviceInfo `json:"device_inventory"`
+		CDIVersion string         `json:"cdiVersion"`
+		Devices    []DeviceInfo   `json:"device_inventory"`
+		Skipped    map[string]int `json:"skipped_devices"`
 	}
 	if err := jsonread.Read(v, &fixed); err != nil {
 		return fmt.Errorf("INFO result: %w", err)
 	}
 	counts := map[string]int{}
 	v.ForEach(func(k, n gjson.Result) bool {
-		if name := k.String(); name != "cdiVersion" && name != InventoryKey {
+		if name := k.String(); name != "cdiVersion" && !strings.Contains(name, "_") {
 			var c int
 			if err = jsonread.Read(n, &c); err != nil {
 				err = fmt.Errorf("INFO result: %w", jsonread.At(name, err))
@@ -178,7 +233,7 @@ func (r *InfoResult) UnmarshalJSON(data []byte) error {
 	if err != nil {
 		return err
 	}
-	*r = InfoResult{CDIVersion: fixed.CDIVersion, Counts: counts, Devices: fixed.Devices}
+	*r = InfoResult{CDIVersion: fixed.CDIVersion, Counts: counts, Devices: fixed.Devices, Skipped: fixed.Skipped}
 	return nil
 }
 

@@ -10,7 +10,8 @@ func TestInfoResultJSON(t *testing.T) {
 	zero := 0
 	r := InfoResult{CDIVersion: "0.1.0", Counts: map[string]int{"gpu": 2, "gpu-render": 1},
 		Devices: []DeviceInfo{{ID: "0000:03:00.0", Resource: "gpu", NUMANode: &zero, Healthy: true, Capacity: 1,
-			DeviceNodes: []DeviceNode{{HostPath: "/dev/dri/card1"}}}}}
+			DeviceNodes: []DeviceNode{{HostPath: "/dev/dri/card1"}}}},
+		Skipped: map[string]int{SkipBadPath: 2, SkipOutsideRoot: 1}}
 	b, err := json.Marshal(r)
 	if err != nil {
 		t.Fatal(err)
@@ -28,6 +29,56 @@ func TestInfoResultJSON(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(`{"cdiVersion":"0.0.1","tty":"x"}`), &back); err == nil {
 		t.Fatal("a non-integer count was accepted")
+	}
+	if err := json.Unmarshal([]byte(`{"cdiVersion":"0.1.0","skipped_devices":{"bad-id":"x"}}`), &back); err == nil {
+		t.Fatal("a non-integer skipped count was accepted")
+	}
+}
+
+// TestInfoResultSkipped: skipped_devices is written in 0.1.0 when a
+// device was skipped, never before 0.1.0, and not when none was.
+func TestInfoResultSkipped(t *testing.T) {
+	r := InfoResult{Counts: map[string]int{"tty": 1}, Skipped: map[string]int{SkipBadID: 3}}
+	for _, tc := range []struct {
+		r    InfoResult
+		want string
+	}{
+		{r.ForVersion(Version010), `{"cdiVersion":"0.1.0","device_inventory":[],"skipped_devices":{"bad-id":3},"tty":1}`},
+		{r.ForVersion(Version002), `{"cdiVersion":"0.0.2","tty":1}`},
+		{InfoResult{Counts: map[string]int{"tty": 1}, Skipped: map[string]int{}}.ForVersion(Version010), `{"cdiVersion":"0.1.0","device_inventory":[],"tty":1}`},
+	} {
+		if b, _ := json.Marshal(tc.r); string(b) != tc.want {
+			t.Errorf("got  %s\nwant %s", b, tc.want)
+		}
+	}
+}
+
+// TestInfoResultIgnoresUnknownNonCounts: a member with an underscore is
+// no count, and one this package does not know is ignored, so that a
+// later version's member does not fail INFO.
+func TestInfoResultIgnoresUnknownNonCounts(t *testing.T) {
+	var got InfoResult
+	if err := json.Unmarshal([]byte(`{"cdiVersion":"0.1.0","tty":2,"future_member":{"a":[1]},"device_inventory":[]}`), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Counts) != 1 || got.Counts["tty"] != 2 {
+		t.Fatalf("counts %v, want tty alone", got.Counts)
+	}
+}
+
+func TestCheckSkipReason(t *testing.T) {
+	for s, ok := range map[string]bool{
+		"bad-path": true, "a": true, "x9-": true, "abcdefghijklmnopqrstuvwxyz012345": true,
+		"": false, "9a": false, "-a": false, "Bad": false, "bad_id": false, "bad id": false, "abcdefghijklmnopqrstuvwxyz0123456": false,
+	} {
+		if err := CheckSkipReason(s); (err == nil) != ok {
+			t.Errorf("CheckSkipReason(%q) = %v, want ok %v", s, err, ok)
+		}
+	}
+	for _, s := range []string{SkipBadPath, SkipNotDeviceNode, SkipOutsideRoot, SkipBadID, SkipUnreadable} {
+		if err := CheckSkipReason(s); err != nil {
+			t.Errorf("the named reason %q: %v", s, err)
+		}
 	}
 }
 

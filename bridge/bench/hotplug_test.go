@@ -70,11 +70,9 @@ func startHotplugRig(ctx context.Context, dir, binDir string) (*hotplugRig, erro
 		return nil, err
 	}
 	n := node.New(node.Config{NodeName: nodeName, Domain: domain, DevicePluginDir: dpDir,
-		Store: localStore(filepath.Join(dir, "instances.json")), DiscoveryPeriod: time.Hour, DropInPoll: time.Hour,
-		Discoverer: &discovery.Discoverer{ConfDir: confDir, PluginDirs: []string{binDir}, Watch: w, OnExec: r.observe}})
+		Store: localStore(filepath.Join(dir, "instances.json"))})
 	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { _ = n.Run(runCtx); close(done) }()
+	done := runNode(runCtx, n, &discovery.Discoverer{ConfDir: confDir, PluginDirs: []string{binDir}, Watch: w, OnExec: r.observe})
 	r.stop = func() { cancel(); <-done; r.k.stop(); os.RemoveAll(dpDir) }
 	if _, err := r.k.waitList(domain+"/"+ttyPool, 0, settle, allHealthy(1)); err != nil {
 		r.stop()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -90,14 +91,9 @@ func startRig(ctx context.Context, c rigConfig) (*rig, error) {
 		os.RemoveAll(dpDir)
 		return nil, err
 	}
-	n := node.New(node.Config{NodeName: nodeName, Domain: domain, DevicePluginDir: dpDir, Store: c.store,
-		Discoverer: &discovery.Discoverer{ConfDir: confDir, PluginDirs: []string{c.binDir}},
-		// Nothing is rediscovered during the run: a publish would put
-		// lists on the streams that no Allocate caused.
-		DiscoveryPeriod: time.Hour, DropInPoll: time.Hour})
+	n := node.New(node.Config{NodeName: nodeName, Domain: domain, DevicePluginDir: dpDir, Store: c.store})
 	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { _ = n.Run(runCtx); close(done) }()
+	done := runNode(runCtx, n, &discovery.Discoverer{ConfDir: confDir, PluginDirs: []string{c.binDir}})
 	name := instance.Name(ttyPool, ttyDevice, nodeName, false)
 	r := &rig{name: c.name, k: k, undo: n.Reclaimer(noPods{}, 0), plugin: plugin, store: c.store, writes: c.writes,
 		quiet: c.quiet, ilInstance: name, il: domain + "/" + name, slot: instance.SlotID(name, 0),
@@ -197,4 +193,22 @@ func (r *rig) leftovers(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// runNode runs n and a discovery that hands it every pool, until ctx
+// ends; the channel is closed once both have stopped. Nothing is
+// rediscovered during a run but for device events: a publish on the
+// period would put lists on the streams that no Allocate caused.
+func runNode(ctx context.Context, n *node.Node, disc *discovery.Discoverer) <-chan struct{} {
+	disc.Keep = n.Holds
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = n.Run(ctx) }()
+	go func() {
+		defer wg.Done()
+		disc.Run(ctx, time.Hour, time.Hour, func(u discovery.Update) { n.Publish(ctx, u) })
+	}()
+	go func() { wg.Wait(); close(done) }()
+	return done
 }

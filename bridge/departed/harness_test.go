@@ -266,9 +266,16 @@ type syncBuffer struct {
 	buf bytes.Buffer
 }
 
+// logTail is the most of a janitor's log a syncBuffer keeps: the end of
+// a long run's.
+const logTail = 1 << 20
+
 func (b *syncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.buf.Len() > logTail {
+		b.buf.Next(b.buf.Len() - logTail/2)
+	}
 	return b.buf.Write(p)
 }
 
@@ -286,12 +293,32 @@ func (b *syncBuffer) logger() *slog.Logger {
 // them.
 type recorder struct {
 	mu sync.Mutex
-	// lists counts sweeps (List is only called by a sweep) by janitor.
+	// lists counts sweeps (Nodes is only called by a sweep) by janitor.
 	lists map[string]int
 	// forgets are the ForgetNode calls.
 	forgets []forget
 	// leading counts, by janitor, its WhileLeading calls not returned.
 	leading map[string]int
+	// pruneCalls counts PruneUnseen calls by janitor, pruneRunning those
+	// not returned; lingerPrune, when set, makes each call last until its
+	// context ends and lingerPrune more, as a deletion under way when
+	// leadership ends does.
+	pruneCalls, pruneRunning map[string]int
+	lingerPrune              time.Duration
+	// pruned counts the Instances PruneUnseen deleted.
+	pruned int
+}
+
+func (r *recorder) prunes(who string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.pruneCalls[who]
+}
+
+func (r *recorder) pruning(who string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.pruneRunning[who]
 }
 
 // whileLeading is a janitor's Config.WhileLeading: it counts itself
@@ -356,14 +383,14 @@ type counted struct {
 	rec *recorder
 }
 
-func (c *counted) List(ctx context.Context) ([]instance.Instance, error) {
+func (c *counted) Nodes(ctx context.Context) ([]string, error) {
 	c.rec.mu.Lock()
 	if c.rec.lists == nil {
 		c.rec.lists = map[string]int{}
 	}
 	c.rec.lists[c.who]++
 	c.rec.mu.Unlock()
-	return c.Store.List(ctx)
+	return c.Store.Nodes(ctx)
 }
 
 func (c *counted) ForgetNode(ctx context.Context, node string) (int, error) {
@@ -372,4 +399,39 @@ func (c *counted) ForgetNode(ctx context.Context, node string) (int, error) {
 	c.rec.forgets = append(c.rec.forgets, forget{who: c.who, node: node, freed: freed})
 	c.rec.mu.Unlock()
 	return freed, err
+}
+
+func (c *counted) PruneUnseen(ctx context.Context, grace time.Duration, now time.Time) (int, error) {
+	c.rec.mu.Lock()
+	if c.rec.pruneCalls == nil {
+		c.rec.pruneCalls, c.rec.pruneRunning = map[string]int{}, map[string]int{}
+	}
+	c.rec.pruneCalls[c.who]++
+	c.rec.pruneRunning[c.who]++
+	linger := c.rec.lingerPrune
+	c.rec.mu.Unlock()
+	defer func() {
+		c.rec.mu.Lock()
+		c.rec.pruneRunning[c.who]--
+		c.rec.mu.Unlock()
+	}()
+	n, err := c.Store.PruneUnseen(ctx, grace, now)
+	c.rec.mu.Lock()
+	c.rec.pruned += n
+	c.rec.mu.Unlock()
+	if linger > 0 {
+		<-ctx.Done()
+		time.Sleep(linger)
+	}
+	return n, err
+}
+
+// dynamic is an admin's dynamic client.
+func (c *cluster) dynamic() dynamic.Interface {
+	c.t.Helper()
+	client, err := dynamic.NewForConfig(c.env.Config)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return client
 }

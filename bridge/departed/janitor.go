@@ -21,6 +21,10 @@ import (
 type Store interface {
 	// List returns every Instance.
 	List(ctx context.Context) ([]instance.Instance, error)
+	// Nodes returns every node an Instance or a Presence names, sorted:
+	// those that see a device, or saw none of a pool, and those whose
+	// claims hold slots. With an error it returns what it could read.
+	Nodes(ctx context.Context) ([]string, error)
 	// ForgetNode frees every slot node holds and removes it from every
 	// Instance's nodes, returning how many slots it freed.
 	ForgetNode(ctx context.Context, node string) (freed int, err error)

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/cdiexec/cdi/bridge/instance"
+	"github.com/cdiexec/cdi/bridge/instance/kube"
 	"github.com/cdiexec/cdi/bridge/internal/testing/apitest"
 )
 
@@ -35,6 +36,8 @@ func TestJanitor(t *testing.T) {
 		{"restarted bridges clear nothing", testRestart},
 		{"a bridge without a Node stays out", testNoOwnNode},
 		{"more work while leading, and only then", testWhileLeading},
+		{"a departed node's empty Presence is swept", testEmptyPresenceSwept},
+		{"pruning has stopped when Run returns", testPruneStopsWithRun},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.run(t, server{env: env, admin: admin}) })
@@ -240,4 +243,57 @@ func (c *cluster) waitLeading(want map[string]int) {
 		time.Sleep(pollPeriod)
 	}
 	c.t.Fatalf("WhileLeading running %v, want %v", c.rec.allLeading(), want)
+}
+
+// testEmptyPresenceSwept: a node without a Node object left a Presence
+// that lists no device (it saw none of the pool), and no Instance names
+// it. The leader's sweep clears it all the same.
+func testEmptyPresenceSwept(t *testing.T, s server) {
+	c := newCluster(t, s, "f-n1")
+	if err := c.setup.Observe(t.Context(), "f-gone", "cam", []instance.Instance{}); err != nil {
+		t.Fatal(err)
+	}
+	c.startJanitor("f-n1")
+	c.leader(nil)
+	if calls := c.forgets(1); len(calls) != 1 || calls[0].node != "f-gone" {
+		t.Fatalf("ForgetNode calls %+v; want one, of f-gone", calls)
+	}
+	c.waitPresences("f-gone", 0)
+}
+
+// waitPresences waits until the API server holds n Presences of node.
+func (c *cluster) waitPresences(node string, n int) {
+	c.t.Helper()
+	presences := c.dynamic().Resource(kube.PresenceResource).Namespace(c.ns)
+	for deadline := time.Now().Add(waitLimit); ; time.Sleep(pollPeriod) {
+		list, err := presences.List(c.t.Context(), metav1.ListOptions{LabelSelector: kube.LabelNode + "=" + kube.LabelValue(node)})
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		if len(list.Items) == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("%d Presences of %s after %v, want %d", len(list.Items), node, waitLimit, n)
+		}
+	}
+}
+
+// testPruneStopsWithRun: the leader's pruning is under way (a deletion
+// that outlasts the end of its leadership) when its bridge stops. Run
+// returns only once it has stopped: another leader's must not overlap it.
+func testPruneStopsWithRun(t *testing.T, s server) {
+	c := newCluster(t, s, "g-n1")
+	c.rec.lingerPrune = 300 * time.Millisecond
+	stop := c.startJanitor("g-n1")
+	c.leader(nil)
+	for deadline := time.Now().Add(waitLimit); c.rec.prunes("g-n1") == 0; time.Sleep(pollPeriod) {
+		if time.Now().After(deadline) {
+			t.Fatal("the leader never pruned")
+		}
+	}
+	stop()
+	if n := c.rec.pruning("g-n1"); n != 0 {
+		t.Fatalf("%d PruneUnseen calls still run after the leader's Run returned", n)
+	}
 }

@@ -51,13 +51,16 @@ func (j *Janitor) lead(ctx context.Context) {
 		<-ctx.Done()
 		queue.ShutDown()
 	}()
+	// The leader's work has stopped when lead returns: the next
+	// leader's, here or elsewhere, must not overlap a deletion of this
+	// one's.
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	if j.cfg.WhileLeading != nil {
-		var wg sync.WaitGroup
 		wg.Go(func() { j.cfg.WhileLeading(ctx, store) })
-		defer wg.Wait()
 	}
 	j.sweep(ctx, store, nodes, queue)
-	go j.prune(ctx, store)
+	wg.Go(func() { j.prune(ctx, store) })
 	for j.next(ctx, store, queue) {
 	}
 }
@@ -115,29 +118,23 @@ func nameOnly(obj any) (any, error) {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion}}, nil
 }
 
-// sweep queues every node the Instances name that has no Node object:
-// nodes deleted while no leader watched, or before this one started.
+// sweep queues every node the Instances or the Presences name that has
+// no Node object: nodes deleted while no leader watched, or before this
+// one started; a node whose Presences list no device is one too.
 func (j *Janitor) sweep(ctx context.Context, store Store, nodes cache.Store, queue workqueue.TypedInterface[string]) {
-	all, err := store.List(ctx)
+	named, err := store.Nodes(ctx)
 	if err != nil {
-		// List returns what it could read: sweep that much.
-		j.log.Warn("departed-node sweep: listing instances", "err", err)
+		// Nodes returns what it could read: sweep that much.
+		j.log.Warn("departed-node sweep: listing the nodes named", "err", err)
 	}
-	seen := map[string]bool{}
 	var gone []string
-	for _, in := range all {
-		for _, name := range in.NodeNames() {
-			if seen[name] {
-				continue
-			}
-			seen[name] = true
-			if _, exists, _ := nodes.GetByKey(name); !exists {
-				gone = append(gone, name)
-				queue.Add(name)
-			}
+	for _, name := range named {
+		if _, exists, _ := nodes.GetByKey(name); !exists {
+			gone = append(gone, name)
+			queue.Add(name)
 		}
 	}
-	j.log.Info("departed-node sweep", "instances", len(all), "nodes", len(seen), "departed", gone)
+	j.log.Info("departed-node sweep", "nodes", len(named), "departed", gone)
 }
 
 // next clears the next queued node; it returns false once the queue is

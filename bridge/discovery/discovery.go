@@ -77,10 +77,12 @@ type Discoverer struct {
 
 	// results is the last run of each drop-in, by file.
 	results map[string]dropInResult
-	// skips is what the last Discover skipped; mu guards it, since
-	// Skipped is called from other goroutines (health, metrics).
-	mu    sync.Mutex
-	skips []Skip
+	// skips is what the last Discover skipped, and skippedDevices what
+	// the drop-ins' plugins skipped; mu guards them, since Skipped and
+	// SkippedDevices are called from other goroutines (health, metrics).
+	mu             sync.Mutex
+	skips          []Skip
+	skippedDevices map[string]map[string]int
 	// running is when the discovery under way started; zero when none
 	// is (mu).
 	running time.Time
@@ -127,6 +129,9 @@ type dropInResult struct {
 	pools []Pool
 	skips []Skip
 	dirs  watchSet
+	// skippedDevices is the plugin's skipped_devices (skippedDevices),
+	// kept from the last INFO that succeeded.
+	skippedDevices map[string]int
 }
 
 // Discover loads the drop-ins and runs INFO on each. Drop-ins that do not
@@ -185,7 +190,7 @@ func (d *Discoverer) discover(ctx context.Context, only map[string]bool) ([]Pool
 		}
 	}
 	d.mu.Lock()
-	d.skips = skips
+	d.skips, d.skippedDevices = skips, skippedByDropIn(results)
 	d.mu.Unlock()
 	return sortedPools(next), nil
 }
@@ -236,12 +241,15 @@ func (d *Discoverer) discoverConf(ctx context.Context, c *invoke.Conf) dropInRes
 		return dropInResult{skips: []Skip{{DropIn: c.Path, Reason: err.Error()}}}
 	}
 	p.Exec, p.Timeout, p.CDIVersion = d.exec(), d.Timeout, spec.Version010
+	p.Stderr = stderrLog{log: d.log(), dropIn: c.Path}
 	prev, seen := d.results[c.Path]
 	info, err := p.Info(ctx)
 	if err != nil {
 		d.log().Error("INFO failed; keeping the devices last seen, unhealthy", "dropIn", c.Path, "error", err)
-		return dropInResult{pools: stale(prev.pools, p, err), dirs: prev.dirs}
+		return dropInResult{pools: stale(prev.pools, p, err), dirs: prev.dirs, skips: infoFailed(c.Path, err), skippedDevices: prev.skippedDevices}
 	}
+	skippedDevs := skippedDevices(info.Skipped)
+	d.noteSkippedDevices(c.Path, prev.skippedDevices, skippedDevs)
 	var skips []Skip
 	devices := info.Devices
 	if max := d.maxDevices(); len(devices) > max {
@@ -275,7 +283,7 @@ func (d *Discoverer) discoverConf(ctx context.Context, c *invoke.Conf) dropInRes
 	for _, pl := range pools {
 		all = append(all, pl.Devices...)
 	}
-	return dropInResult{pools: pools, skips: skips, dirs: watchDirs(c, all)}
+	return dropInResult{pools: pools, skips: skips, dirs: watchDirs(c, all), skippedDevices: skippedDevs}
 }
 
 // stale returns a drop-in's pools of the previous run, with every device

@@ -17,7 +17,13 @@
 //
 // A plugin that fails INFO does not make its devices vanish (that would
 // withdraw resources from the kubelet on a transient error): they are
-// kept from the previous run and reported unhealthy until INFO succeeds.
+// kept from the previous run and reported unhealthy until INFO succeeds,
+// and the drop-in is a Skip meanwhile, as one that does not load: a
+// plugin that refuses its drop-in (a misspelt args member is code 15) is
+// on /readyz. What a plugin writes on stderr is logged at debug, at most
+// MaxStderrLogged bytes a run; the devices it skipped (SPEC.md's
+// skipped_devices) are counted by drop-in and reason (SkippedDevices) and
+// logged at info when they change.
 // A device that INFO no longer lists is logged once as vanished and goes,
 // unless Keep says a container holds it: it then stays among its pool's
 // devices, unhealthy, so that its Instance, its CDI name and its slots

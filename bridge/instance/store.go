@@ -3,6 +3,7 @@ package instance
 import (
 	"context"
 	"errors"
+	"fmt"
 )
 
 // Claim sets one slot to a usage value.
@@ -26,6 +27,40 @@ var (
 	// the write was not recorded.
 	ErrUnknownOutcome = errors.New("outcome unknown: the store may have recorded it")
 )
+
+// ErrIncomplete is wrapped by a List error that comes with a partial
+// list: every pool's Instances are there but those of the pools the
+// error names (IncompleteError), which a store that follows pools one by
+// one has not read yet. A caller that acts on what the list lacks (slot
+// reclaim, GC) must leave those pools alone; it may act on the others.
+var ErrIncomplete = errors.New("the list lacks some pools")
+
+// IncompleteError names the pools a partial list lacks; it wraps Err and
+// ErrIncomplete. With no Pools, which pools lack Instances cannot be
+// told: the whole list is partial.
+type IncompleteError struct {
+	Pools []string
+	Err   error
+}
+
+// Lacking returns the pools a partial list lacks, from List's error: nil
+// when err is not an IncompleteError, or names none (nothing in the
+// list can be relied on).
+func Lacking(err error) map[string]bool {
+	var incomplete *IncompleteError
+	if !errors.As(err, &incomplete) || len(incomplete.Pools) == 0 {
+		return nil
+	}
+	out := make(map[string]bool, len(incomplete.Pools))
+	for _, p := range incomplete.Pools {
+		out[p] = true
+	}
+	return out
+}
+
+func (e *IncompleteError) Error() string { return fmt.Sprintf("%v: pools %q", e.Err, e.Pools) }
+
+func (e *IncompleteError) Unwrap() []error { return []error{e.Err, ErrIncomplete} }
 
 // Store keeps the Instances. Implementations are safe for concurrent use,
 // and by several processes or nodes at once where they say so.

@@ -3,7 +3,8 @@
 // bridge's packages report through plain observer functions
 // (node.Config.OnAllocate, OnRegister and OnDeviceEvent,
 // discovery.Discoverer.OnExec) and gauge sources (node.Node.Usage,
-// discovery.Discoverer.Skipped, the Instance store's staleness), which the
+// discovery.Discoverer.Skipped and SkippedDevices, the Instance store's
+// staleness), which the
 // command wires to the methods here. Only node imports this package, for the PoolUsage that Usage
 // returns; the others do not know it.
 //
@@ -25,6 +26,9 @@
 //     devices and usage slots on this node, read at each scrape.
 //   - dropins_skipped: drop-ins, or pools of one, that the last
 //     discovery did not serve.
+//   - devices_skipped{drop_in,reason}: devices a drop-in's plugin found
+//     but did not offer at its last INFO, by the plugin's reason
+//     (SPEC.md's skipped_devices), read at each scrape.
 //   - store_stale_seconds: how long the Instance store's view has been
 //     behind the API server; 0 when current.
 //   - build_info{version}: always 1.

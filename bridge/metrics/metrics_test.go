@@ -105,6 +105,25 @@ func TestSkippedDropIns(t *testing.T) {
 	}
 }
 
+func TestSkippedDevices(t *testing.T) {
+	m := New("test")
+	skipped := map[string]map[string]int{"/etc/cdi/dev.d/usb.conf": {"bad-path": 2, "outside-root": 1}, "/etc/cdi/tty.d/tty.conf": {"bad-id": 1}}
+	m.SkippedDevices(func() map[string]map[string]int { return skipped })
+	want := "# HELP cdi_bridge_devices_skipped Devices each drop-in's plugin found but did not offer at its last INFO, by the reason it gave (the debug log has the plugin's line for each).\n" +
+		"# TYPE cdi_bridge_devices_skipped gauge\n" +
+		"cdi_bridge_devices_skipped{drop_in=\"/etc/cdi/dev.d/usb.conf\",reason=\"bad-path\"} 2\n" +
+		"cdi_bridge_devices_skipped{drop_in=\"/etc/cdi/dev.d/usb.conf\",reason=\"outside-root\"} 1\n" +
+		"cdi_bridge_devices_skipped{drop_in=\"/etc/cdi/tty.d/tty.conf\",reason=\"bad-id\"} 1\n"
+	if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(want), "cdi_bridge_devices_skipped"); err != nil {
+		t.Error(err)
+	}
+	// A drop-in whose plugin skips nothing any more has no series.
+	skipped = map[string]map[string]int{"/etc/cdi/tty.d/tty.conf": {"bad-id": 1}}
+	if n, err := testutil.GatherAndCount(m.Registry, "cdi_bridge_devices_skipped"); err != nil || n != 1 {
+		t.Errorf("%d series (%v), want 1", n, err)
+	}
+}
+
 func TestBuildInfo(t *testing.T) {
 	m := New("v1.2.3")
 	const want = "# HELP cdi_bridge_build_info Always 1; the version label is the running build.\n" +

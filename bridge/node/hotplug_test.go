@@ -47,8 +47,8 @@ func startHotplug(t *testing.T, ttys ...int) (*hotplugRig, *kubelettest.Kubelet)
 	}
 	doc := map[string]any{"cdiVersion": "0.1.0", "name": "t", "type": "tty", "plugin": "generic-tty",
 		"args": map[string]any{"root": r.root, "stateDir": t.TempDir(), "num_system_reserved": 40, "capacity": 2}}
-	k, n := startNodeWith(t, "tty.d/generic.conf", doc, func(c *Config) {
-		c.Discoverer.Watch, c.CDI = w, cdi
+	k, n := startNodeWith(t, "tty.d/generic.conf", doc, func(c *Config, d *discovery.Discoverer) {
+		d.Watch, c.CDI = w, cdi
 		c.OnDeviceEvent = func(d time.Duration) { r.mu.Lock(); r.took = append(r.took, d); r.mu.Unlock() }
 	})
 	r.n = n

@@ -30,7 +30,6 @@ type Config struct {
 	// DevicePluginDir holds the kubelet's kubelet.sock.
 	DevicePluginDir string
 	Store           instance.Store
-	Discoverer      *discovery.Discoverer
 	// CDI is where the node's CDI spec files go: one kind per pool,
 	// <Domain>/<pool>, named like the pool's Configuration-level
 	// resource. Nil writes none and names no device by CDI: every device
@@ -38,8 +37,6 @@ type Config struct {
 	CDI *cdispec.Dir
 	// ExecTimeout bounds each plugin ADD an Allocate runs.
 	ExecTimeout time.Duration
-	// DiscoveryPeriod and DropInPoll drive rediscovery.
-	DiscoveryPeriod, DropInPoll time.Duration
 	// KubeletPoll is how often the device plugins' registrations are
 	// checked.
 	KubeletPoll time.Duration
@@ -56,11 +53,6 @@ type Config struct {
 	// resource, its level (LevelInstance, LevelConfiguration) and the
 	// result (ResultOK, ResultDenied, ResultFailed).
 	OnAllocate func(resource, level, result string)
-	// Split, if set, is handed every discovery and returns the part the
-	// node serves; the rest is another front end's (DRA), which the node
-	// neither offers to the kubelet nor records in the store nor releases
-	// by GC, so that no device is served by both.
-	Split func(discovery.Update) discovery.Update
 	// OnDeviceEvent, if set, is told, for each resource whose list a
 	// device event changed (a device node appeared or vanished), how
 	// long it took from the event until the list was sent to the kubelet.
@@ -127,13 +119,16 @@ type Node struct {
 
 // New returns a Node; Run starts it.
 func New(cfg Config) *Node {
-	return &Node{
+	n := &Node{
 		cfg:   cfg,
 		alloc: &allocator{Store: cfg.Store, Timeout: cfg.ExecTimeout, Prefix: cfg.Domain, Logger: cfg.Logger},
 		pools: map[string]discovery.Pool{}, instances: map[string]instance.Instance{},
 		running: map[string]bool{}, registered: map[string]bool{}, poolLevelOnly: map[string]bool{},
 		eventAt: map[string]time.Time{},
 	}
+	n.plugins = &deviceplugin.Plugins{Dir: cfg.DevicePluginDir, Logger: cfg.Logger, PollInterval: cfg.KubeletPoll,
+		OnRegister: n.onRegister}
+	return n
 }
 
 // Readiness is nil once the first discovery has been published and every
@@ -170,21 +165,15 @@ func (n *Node) onRegister(resource string, err error) {
 	}
 }
 
-// Run discovers, keeps the store and the device plugins in step, and
-// returns when ctx ends, after every device plugin has stopped.
+// Run serves the device plugins of the pools Publish hands over, and
+// keeps their lists in step with the store, until ctx ends; it returns
+// once every device plugin has stopped.
 func (n *Node) Run(ctx context.Context) error {
-	n.plugins = &deviceplugin.Plugins{Dir: n.cfg.DevicePluginDir, Logger: n.cfg.Logger, PollInterval: n.cfg.KubeletPoll,
-		OnRegister: n.onRegister}
-	// Discovery asks the node whether a device that vanished is still
-	// held, since only the node knows the store's slots.
-	n.cfg.Discoverer.Keep = n.holds
 	changes, cancel := n.cfg.Store.Changes()
 	defer cancel()
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); _ = n.plugins.Run(ctx) }()
+	refreshed := make(chan struct{})
 	go func() {
-		defer wg.Done()
+		defer close(refreshed)
 		for {
 			select {
 			case <-ctx.Done():
@@ -194,12 +183,11 @@ func (n *Node) Run(ctx context.Context) error {
 			}
 		}
 	}()
-	n.cfg.Discoverer.Run(ctx, orDefault(n.cfg.DiscoveryPeriod, time.Minute), orDefault(n.cfg.DropInPoll, time.Second),
-		func(u discovery.Update) { n.publish(ctx, u) })
 	// Plugins.Run returns once the plugins' empty lists went out and
 	// their sockets were removed.
-	wg.Wait()
-	return nil
+	err := n.plugins.Run(ctx)
+	<-refreshed
+	return err
 }
 
 // refresh reloads the store's Instances and tells the streams whose
@@ -218,11 +206,8 @@ func (n *Node) refresh(ctx context.Context) {
 		n.storeFailure.Succeeded(n.log(), "reading the instance store works again")
 	}
 	n.mu.Lock()
-	if err == nil {
-		n.instances = make(map[string]instance.Instance, len(all))
-		for _, in := range all {
-			n.instances[in.Name] = in
-		}
+	if lacking := instance.Lacking(err); err == nil || lacking != nil {
+		n.instances = withListed(n.instances, all, lacking)
 	}
 	changed := n.rebuildViews()
 	if !n.poolsEvent.IsZero() && n.cfg.OnDeviceEvent != nil {
@@ -237,6 +222,24 @@ func (n *Node) refresh(ctx context.Context) {
 	n.streams.Notify(changed...)
 }
 
+// withListed is the Instances of listed by name, and of old those of the
+// pools lacking from listed (a partial list: instance.Lacking), which
+// keep what was read of them last.
+func withListed(old map[string]instance.Instance, listed []instance.Instance, lacking map[string]bool) map[string]instance.Instance {
+	out := make(map[string]instance.Instance, len(listed))
+	for name, in := range old {
+		if lacking[in.Config] {
+			out[name] = in
+		}
+	}
+	for _, in := range listed {
+		if !lacking[in.Config] {
+			out[in.Name] = in
+		}
+	}
+	return out
+}
+
 // sent is told that resource's stream sent the kubelet a list; the first
 // after a device event changed it ends that event's time.
 func (n *Node) sent(resource string) {
@@ -249,9 +252,10 @@ func (n *Node) sent(resource string) {
 	}
 }
 
-// holds says whether a container on this node holds a slot of pool's
-// device dev (discovery.Discoverer.Keep), as the store last told.
-func (n *Node) holds(pool string, dev spec.DeviceInfo) bool {
+// Holds says whether a container on this node holds a slot of pool's
+// device dev, as the store last told: discovery keeps such a device when
+// it vanishes (discovery.Discoverer.Keep).
+func (n *Node) Holds(pool string, dev spec.DeviceInfo) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	in, ok := n.instances[instance.Name(pool, dev.ID, n.cfg.NodeName, dev.Shared)]
@@ -289,13 +293,6 @@ func (n *Node) log() *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}
 	return n.cfg.Logger
-}
-
-func orDefault(d, def time.Duration) time.Duration {
-	if d > 0 {
-		return d
-	}
-	return def
 }
 
 var _ deviceplugin.Handler = (*instanceLevelHandler)(nil)

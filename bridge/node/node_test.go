@@ -25,9 +25,10 @@ import (
 const wait = 10 * time.Second
 
 // startNode runs a Node for n1 over generic-tty serving tty41-tty44 with
-// capacity 2, a local store and a kubelet-side fake over real sockets;
-// opts may change the Config.
-func startNode(t *testing.T, opts ...func(*Config)) *kubelettest.Kubelet {
+// capacity 2, a local store and a kubelet-side fake over real sockets,
+// and a discovery that hands it every pool; opts may change the Config
+// and the Discoverer.
+func startNode(t *testing.T, opts ...func(*Config, *discovery.Discoverer)) *kubelettest.Kubelet {
 	k, _ := startNodeWith(t, "tty.d/generic.conf", ttyDropIn(t), opts...)
 	return k
 }
@@ -40,7 +41,7 @@ func ttyDropIn(t *testing.T) map[string]any {
 
 // startNodeWith is startNode over one drop-in, doc, at path under the
 // drop-in directory; it returns the Node too.
-func startNodeWith(t *testing.T, path string, doc map[string]any, opts ...func(*Config)) (*kubelettest.Kubelet, *Node) {
+func startNodeWith(t *testing.T, path string, doc map[string]any, opts ...func(*Config, *discovery.Discoverer)) (*kubelettest.Kubelet, *Node) {
 	confDir := t.TempDir()
 	conf, _ := json.Marshal(doc)
 	if err := os.MkdirAll(filepath.Join(confDir, filepath.Dir(path)), 0o755); err != nil {
@@ -59,17 +60,23 @@ func startNodeWith(t *testing.T, path string, doc map[string]any, opts ...func(*
 		t.Fatal(err)
 	}
 	t.Cleanup(k.Stop)
-	n := New(Config{NodeName: "n1", Domain: "cdi.test", DevicePluginDir: dpDir,
-		Store:       local.New(filepath.Join(t.TempDir(), "instances.json")),
-		Discoverer:  &discovery.Discoverer{ConfDir: confDir, PluginDirs: []string{pluginDir}},
-		KubeletPoll: 50 * time.Millisecond})
+	cfg := Config{NodeName: "n1", Domain: "cdi.test", DevicePluginDir: dpDir,
+		Store: local.New(filepath.Join(t.TempDir(), "instances.json")), KubeletPoll: 50 * time.Millisecond}
+	disc := &discovery.Discoverer{ConfDir: confDir, PluginDirs: []string{pluginDir}}
 	for _, o := range opts {
-		o(&n.cfg)
+		o(&cfg, disc)
 	}
+	n := New(cfg)
+	disc.Keep = n.Holds
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = n.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = n.Run(ctx) }()
+	go func() {
+		defer wg.Done()
+		disc.Run(ctx, time.Minute, time.Second, func(u discovery.Update) { n.Publish(ctx, u) })
+	}()
+	t.Cleanup(func() { cancel(); wg.Wait() })
 	return k, n
 }
 
@@ -180,7 +187,7 @@ func hostPaths(c *pluginapi.ContainerAllocateResponse) map[string]bool {
 func TestNodeReportsAllocations(t *testing.T) {
 	var mu sync.Mutex
 	var got []string
-	k := startNode(t, func(c *Config) {
+	k := startNode(t, func(c *Config, _ *discovery.Discoverer) {
 		c.OnAllocate = func(resource, level, result string) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -300,7 +307,7 @@ func TestMaxInstanceLevel(t *testing.T) {
 		limit, resources int
 	}{{limit: 3, resources: 1}, {limit: 4, resources: 5}, {limit: 0, resources: 5}} {
 		t.Run(fmt.Sprintf("limit %d", tc.limit), func(t *testing.T) {
-			k, n := startNodeWith(t, "tty.d/generic.conf", ttyDropIn(t), func(c *Config) { c.MaxInstanceLevel = tc.limit })
+			k, n := startNodeWith(t, "tty.d/generic.conf", ttyDropIn(t), func(c *Config, _ *discovery.Discoverer) { c.MaxInstanceLevel = tc.limit })
 			waitList(t, k, "cdi.test/tty-generic", "0,1,2,3")
 			// Ready: every resource the node serves is registered.
 			deadline := time.Now().Add(wait)

@@ -10,18 +10,16 @@ import (
 	"github.com/cdiexec/cdi/bridge/instance"
 )
 
-// publish records a discovery result: the store learns what this node
-// sees, then the device plugins are started and stopped to match.
+// Publish records a discovery result, the pools this node serves through
+// device plugins: the store learns what this node sees, then the device
+// plugins are started and stopped to match. It may be called before Run.
 //
 // The CDI spec files are written first: a device the kubelet is offered
 // can already be named by CDI, and a device that is gone is no longer
 // named by the time its plugin stops. A device that vanished while a
 // container holds it is among the pools still (discovery.Pool.Vanished),
 // unhealthy: its name stays resolvable and its slots stay claimed.
-func (n *Node) publish(ctx context.Context, u discovery.Update) {
-	if n.cfg.Split != nil {
-		u = n.cfg.Split(u)
-	}
+func (n *Node) Publish(ctx context.Context, u discovery.Update) {
 	pools := u.Pools
 	named := n.writeSpecs(pools)
 	next := map[string]discovery.Pool{}

@@ -2,10 +2,13 @@ package node
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -147,5 +150,56 @@ func TestRefreshesBuildOnTheLatestRead(t *testing.T) {
 	v, _ := n.view("cams")
 	if len(v.instances) != 2 {
 		t.Fatalf("the view holds %d instances after both refreshes, want the 2 of the later read", len(v.instances))
+	}
+}
+
+// partialStore is a store whose List lacks one pool while lacking is set,
+// as the Kubernetes store's does while that pool's first list has not
+// come.
+type partialStore struct {
+	instance.Store
+	lacking atomic.Pointer[string]
+}
+
+func (p *partialStore) List(ctx context.Context) ([]instance.Instance, error) {
+	all, err := p.Store.List(ctx)
+	lacks := p.lacking.Load()
+	if err != nil || lacks == nil {
+		return all, err
+	}
+	out := slices.DeleteFunc(all, func(in instance.Instance) bool { return in.Config == *lacks })
+	return out, &instance.IncompleteError{Pools: []string{*lacks}, Err: errors.New("not listed yet")}
+}
+
+// A pool the store has not listed (a drop-in just added, its list slow)
+// does not freeze the others: a claim another node makes on a camera
+// reaches the cameras' view, and the view of the pool not listed keeps
+// what it had.
+func TestRefreshWithAPoolNotListed(t *testing.T) {
+	ctx := context.Background()
+	files := local.New(filepath.Join(t.TempDir(), "instances.json"))
+	store := &partialStore{Store: files}
+	n := New(Config{NodeName: "n1", Domain: "cdi.test", Store: store})
+	cams := discovery.Pool{Name: "cams", Devices: []spec.DeviceInfo{{ID: "a", Healthy: true, Capacity: 1, Shared: true}}}
+	dogs := discovery.Pool{Name: "dogs", Devices: []spec.DeviceInfo{{ID: "rex", Healthy: true, Capacity: 1}}}
+	n.pools = map[string]discovery.Pool{"cams": cams, "dogs": dogs}
+	for _, p := range []discovery.Pool{cams, dogs} {
+		if err := files.Observe(ctx, "n1", p.Name, n.seen(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.refresh(ctx)
+	lacks := "dogs"
+	store.lacking.Store(&lacks)
+	cam := n.seen(cams)[0]
+	if err := files.Claim(ctx, []instance.Claim{{Instance: cam.Name, Slot: instance.SlotID(cam.Name, 0), Value: "n2"}}); err != nil {
+		t.Fatal(err)
+	}
+	n.refresh(ctx)
+	if v, _ := n.view("cams"); len(v.instances) != 1 || v.instances[0].Usage[instance.SlotID(cam.Name, 0)] != "n2" {
+		t.Fatalf("the cameras' view %+v, want n2's claim", v.instances)
+	}
+	if v, _ := n.view("dogs"); len(v.instances) != 1 {
+		t.Fatalf("the view of the pool not listed holds %d instances, want the 1 it had", len(v.instances))
 	}
 }

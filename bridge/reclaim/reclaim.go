@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -91,12 +92,17 @@ func (r *Reclaimer) Once(ctx context.Context) error {
 		return err
 	}
 	all, err := r.Store.List(ctx)
-	if err != nil {
+	lacking := instance.Lacking(err)
+	if err != nil && lacking == nil {
 		return fmt.Errorf("reading the instance store: %w", err)
+	}
+	var errs []error
+	if err != nil {
+		// A partial list: the other pools are reclaimed, these wait.
+		errs = append(errs, fmt.Errorf("reading the instance store, the drop-ins of the pools it lacks are not told what stays valid: %w", err))
 	}
 	claimed := Claimed(all, r.Node, r.Domain)
 	released := map[instance.Claim]bool{}
-	var errs []error
 	for _, s := range r.Tracker.Due(r.now(), claimed, held) {
 		if err := r.release(ctx, s); err != nil {
 			errs = append(errs, err)
@@ -104,7 +110,7 @@ func (r *Reclaimer) Once(ctx context.Context) error {
 		}
 		released[s.Claim] = true
 	}
-	errs = append(errs, r.gc(ctx, claimed, released))
+	errs = append(errs, r.gc(ctx, claimed, released, lacking))
 	return errors.Join(errs...)
 }
 
@@ -125,8 +131,10 @@ func (r *Reclaimer) release(ctx context.Context, s Slot) error {
 }
 
 // gc tells each drop-in's plugin which request-ids (slot ids) this node
-// still claims in its pools, cleaning what a lost DEL left behind.
-func (r *Reclaimer) gc(ctx context.Context, claimed []Slot, released map[instance.Claim]bool) error {
+// still claims in its pools, cleaning what a lost DEL left behind; not
+// that of a drop-in one of whose pools the store's list lacks, which
+// cannot be told.
+func (r *Reclaimer) gc(ctx context.Context, claimed []Slot, released map[instance.Claim]bool, lacking map[string]bool) error {
 	groups := r.Plugins.Pools()
 	group := map[string]int{} // pool to its index in groups
 	valid := make([][]string, len(groups))
@@ -143,6 +151,9 @@ func (r *Reclaimer) gc(ctx context.Context, claimed []Slot, released map[instanc
 	}
 	var errs []error
 	for i, pools := range groups {
+		if slices.ContainsFunc(pools, func(p string) bool { return lacking[p] }) {
+			continue
+		}
 		sort.Strings(valid[i])
 		if err := r.Plugins.GC(ctx, pools, valid[i]); err != nil {
 			errs = append(errs, fmt.Errorf("GC of pools %v: %w", pools, err))

@@ -174,3 +174,42 @@ func TestKubeletDown(t *testing.T) {
 		t.Fatal("a pass without a kubelet succeeded")
 	}
 }
+
+// partial is a store whose List lacks one pool, as the Kubernetes store's
+// does while that pool's first list has not come.
+type partial struct {
+	instance.Store
+	lacks string
+}
+
+func (p partial) List(ctx context.Context) ([]instance.Instance, error) {
+	all, err := p.Store.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := slices.DeleteFunc(all, func(in instance.Instance) bool { return in.Config == p.lacks })
+	return out, &instance.IncompleteError{Pools: []string{p.lacks}, Err: errors.New("not listed yet")}
+}
+
+// A pool not listed yet (gpu) leaves the other pools' reclaim alone: the
+// slot due is released and the cameras' drop-in is told what stays valid;
+// the GPUs' drop-in, whose claims cannot be told, is not told anything.
+func TestReclaimWithAPoolNotListed(t *testing.T) {
+	r, k, p, now, store := setup(t)
+	r.Store = partial{Store: store, lacks: "gpu"}
+	ctx := context.Background()
+	k.set(map[string][]string{"cdi.local/cam-1": {"cam-1-0"}})
+	if err := r.Once(ctx); !errors.Is(err, instance.ErrIncomplete) {
+		t.Fatalf("Once with a pool not listed: %v, want ErrIncomplete", err)
+	}
+	*now = now.Add(time.Minute)
+	if err := r.Once(ctx); !errors.Is(err, instance.ErrIncomplete) {
+		t.Fatalf("Once with a pool not listed: %v, want ErrIncomplete", err)
+	}
+	if u := usage(t, store); !slices.Equal(p.dels, []string{"cam/cam-1-1"}) || u["cam-1-1"] != "" {
+		t.Fatalf("DELs %v, usage %v; want cam-1-1 released", p.dels, u)
+	}
+	if _, ok := p.gcs["gpu"]; ok || !slices.Equal(p.gcs["cam,mic"], []string{"cam-1-0"}) {
+		t.Fatalf("GC valid sets %v, want cam,mic: [cam-1-0] and no GC of the pool not listed", p.gcs)
+	}
+}

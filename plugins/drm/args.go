@@ -10,6 +10,12 @@ import (
 	"github.com/cdiexec/cdi/spec/jsonread"
 )
 
+// The plugin's own args, named as the CDI draft names them.
+const (
+	argWantDeviceNodes = "want_device_nodes"
+	argVendorWhitelist = "vendorid_whitelist"
+)
+
 // Node kinds of want_device_nodes, as the CDI draft names them.
 const (
 	kindPrimary = "primary" // /dev/dri/cardN: modesetting and rendering
@@ -28,8 +34,8 @@ type drmArgs struct {
 func parseArgs(cfg *spec.Config) (drmArgs, error) {
 	var kinds, vendors []string
 	err := engine.ReadArgs(cfg,
-		engine.Strings("want_device_nodes", &kinds, checkKinds),
-		engine.Strings("vendorid_whitelist", &vendors, checkVendors),
+		engine.Strings(argWantDeviceNodes, &kinds, checkKinds),
+		engine.Strings(argVendorWhitelist, &vendors, checkVendors),
 	)
 	if err != nil {
 		return drmArgs{}, err

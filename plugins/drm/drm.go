@@ -21,7 +21,7 @@ const classDir = "sys/class/drm"
 var errNotPCI = errors.New("not a PCI device")
 
 func family() engine.Family {
-	return engine.Family{Name: "drm", Discover: discover}
+	return engine.Family{Name: "drm", Args: []string{argWantDeviceNodes, argVendorWhitelist}, Discover: discover}
 }
 
 // gpu is one PCI function with its DRM minors.
@@ -76,7 +76,7 @@ func scan(h *engine.Host) ([]*gpu, error) {
 			continue
 		}
 		if err != nil {
-			fmt.Fprintf(h.Stderr, "drm: skipping %s: %v\n", e.Name(), err)
+			h.Skip(e.Name(), spec.SkipUnreadable, err)
 			continue
 		}
 		g := byAddr[addr]

@@ -72,7 +72,7 @@ func (a drmArgs) device(h *engine.Host, g *gpu, rs spec.ResourceSpec) (engine.De
 		vendor, err = sysfs.ReadString(h.FS, path.Join(g.dir, "vendor"))
 	}
 	if err != nil && a.vendors != nil {
-		fmt.Fprintf(h.Stderr, "drm: skipping %s: vendor unknown, so the whitelist cannot admit it: %v\n", g.addr, err)
+		h.Skip(g.addr, spec.SkipUnreadable, fmt.Errorf("vendor unknown, so the whitelist cannot admit it: %w", err))
 		return engine.Device{}, false
 	}
 	if err == nil && !a.whitelisted(vendor) {

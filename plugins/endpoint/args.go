@@ -42,6 +42,13 @@ func defaultPort(scheme string) string {
 	return ""
 }
 
+// The plugin's own args.
+const (
+	argEnvPrefix = "envPrefix"
+	argProbe     = "probe"
+	argEndpoints = "endpoints"
+)
+
 // endpoint is one entry of args.endpoints.
 type endpoint struct {
 	ID         string            `json:"id"`
@@ -75,9 +82,9 @@ func parseArgs(cfg *spec.Config) (endpointArgs, error) {
 	a := endpointArgs{prefix: strings.ToUpper(cfg.Type), timeout: defaultTimeout}
 	var p probeArgs
 	err := engine.ReadArgs(cfg,
-		engine.String("envPrefix", &a.prefix, checkEnvPrefix),
-		engine.Object("probe", &p, checkProbe),
-		engine.Objects("endpoints", &a.endpoints, func(eps []endpoint) error { return checkEndpoints(eps, a.prefix, p.TCP) }),
+		engine.String(argEnvPrefix, &a.prefix, checkEnvPrefix),
+		engine.Object(argProbe, &p, checkProbe),
+		engine.Objects(argEndpoints, &a.endpoints, func(eps []endpoint) error { return checkEndpoints(eps, a.prefix, p.TCP) }),
 	)
 	if err != nil {
 		return a, err

@@ -26,7 +26,7 @@ func family() engine.Family {
 // familyWith builds the family with the given dialer, so tests can observe
 // how probes are made.
 func familyWith(dial dialFunc) engine.Family {
-	return engine.Family{Name: "endpoint", Discover: func(h *engine.Host) (*engine.Inventory, error) {
+	return engine.Family{Name: "endpoint", Args: []string{argEnvPrefix, argProbe, argEndpoints}, Discover: func(h *engine.Host) (*engine.Inventory, error) {
 		return discover(h, dial)
 	}}
 }

@@ -15,8 +15,11 @@ import (
 // system, the draft's example; a node with more gettys raises it.
 const defaultReserved = 12
 
+// argReserved is the plugin's one arg, named as in the CDI draft.
+const argReserved = "num_system_reserved"
+
 func family() engine.Family {
-	return engine.Family{Name: "generic-tty", Types: []string{"tty"}, Discover: discover}
+	return engine.Family{Name: "generic-tty", Types: []string{"tty"}, Args: []string{argReserved}, Discover: discover}
 }
 
 // discover lists /dev/ttyN under root with N above num_system_reserved, in
@@ -70,6 +73,6 @@ func ttyNumber(name string) (int, bool) {
 // keeps, up to 2^20.
 func reservedArg(cfg *spec.Config) (int, error) {
 	reserved := defaultReserved
-	err := engine.ReadArgs(cfg, engine.Int("num_system_reserved", &reserved, engine.Between(0, 1<<20)))
+	err := engine.ReadArgs(cfg, engine.Int(argReserved, &reserved, engine.Between(0, 1<<20)))
 	return reserved, err
 }

@@ -129,6 +129,7 @@ func TestEveryErrorCode(t *testing.T) {
 		{spec.CodeUnknownDevice, add("tty:1", "r12", "CDI_REQUEST_DEVICES", "tty99"), conf},
 		{spec.CodeStateError, add("tty:1", "r13"), exectest.Conf(t, "0.1.0", "tty", "generic-tty", map[string]any{"root": exectest.FixtureRoot(t), "stateDir": corrupt})},
 		{spec.CodeInternal, add("tty:1", "r14"), exectest.Conf(t, "0.1.0", "tty", "generic-tty", map[string]any{"root": notDir, "stateDir": t.TempDir()})},
+		{spec.CodeUnknownArg, add("tty:1", "r15"), exectest.Conf(t, "0.1.0", "tty", "generic-tty", map[string]any{"num_system_reservd": 20})},
 	}
 	if len(tests) != len(spec.WellKnownCodes()) {
 		t.Fatalf("%d cases for %d well-known codes", len(tests), len(spec.WellKnownCodes()))
@@ -189,7 +190,10 @@ func TestOnlyDeviceNodesOffered(t *testing.T) {
 	if len(info.Devices) != 1 || info.Devices[0].ID != "tty14" {
 		t.Fatalf("inventory %+v, want tty14 alone", info.Devices)
 	}
-	for _, want := range []string{`"tty13" skipped`, "regular file of 12 bytes", `"tty15" skipped`, "named pipe"} {
+	if want := map[string]int{spec.SkipNotDeviceNode: 2}; !reflect.DeepEqual(info.Skipped, want) {
+		t.Errorf("skipped_devices %v, want %v", info.Skipped, want)
+	}
+	for _, want := range []string{`skipped device "tty13" (not-device-node)`, "regular file of 12 bytes", `skipped device "tty15" (not-device-node)`, "named pipe"} {
 		if !strings.Contains(string(r.Stderr), want) {
 			t.Errorf("stderr lacks %q:\n%s", want, r.Stderr)
 		}

@@ -11,6 +11,9 @@ import (
 	"github.com/cdiexec/cdi/spec/jsonread"
 )
 
+// argGroups is the plugin's one arg.
+const argGroups = "groups"
+
 // perDevice modes of a group.
 const (
 	perGlob = "glob" // every match is one device
@@ -32,7 +35,7 @@ type group struct {
 // reported instead of silently ignored.
 func parseGroups(cfg *spec.Config) ([]group, error) {
 	var groups []group
-	err := engine.ReadArgs(cfg, engine.Objects("groups", &groups, func(gs []group) error { return checkGroups(gs, cfg.Type) }))
+	err := engine.ReadArgs(cfg, engine.Objects(argGroups, &groups, func(gs []group) error { return checkGroups(gs, cfg.Type) }))
 	return groups, err
 }
 

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/cdiexec/cdi/plugins/exectest"
@@ -117,5 +118,43 @@ func TestNodeNameWithNewlineSkipped(t *testing.T) {
 	r.Decode(t, &info)
 	if len(info.Devices) != 1 || info.Devices[0].DeviceNodes[0].HostPath != "/dev/ttyUSB0" {
 		t.Fatalf("inventory %+v, want /dev/ttyUSB0 alone; stderr %s", info.Devices, r.Stderr)
+	}
+}
+
+// TestSkippedDevicesLeaveATrace: a node whose name holds a control
+// character, a link out of the root, a FIFO and a name too long for a
+// device id are not offered, and each is one line on stderr, which says
+// which and why and forges no other, and a count in 0.1.0's
+// skipped_devices.
+func TestSkippedDevicesLeaveATrace(t *testing.T) {
+	args := map[string]any{"root": exectest.SkippingRoot(t, 2), "stateDir": t.TempDir(),
+		"groups": []any{map[string]any{"name": "serial", "paths": []string{"/dev/ttyUSB*"}}}}
+	r := exectest.Run(t, plugin, exectest.Env("CDI_VERSION", "0.1.0", "CDI_COMMAND", "INFO"), exectest.Conf(t, "0.1.0", "dev", "generic", args))
+	var info spec.InfoResult
+	r.Decode(t, &info)
+	if len(info.Devices) != 1 || info.Devices[0].ID != "serial-ttyUSB0" {
+		t.Fatalf("inventory %+v, want serial-ttyUSB0 alone", info.Devices)
+	}
+	want := map[string]int{spec.SkipBadPath: 2, spec.SkipOutsideRoot: 2, spec.SkipBadID: 2, spec.SkipNotDeviceNode: 2}
+	if !reflect.DeepEqual(info.Skipped, want) {
+		t.Errorf("skipped_devices %v, want %v", info.Skipped, want)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(r.Stderr), "\n"), "\n")
+	if len(lines) != 8 {
+		t.Fatalf("stderr has %d lines, want one per skipped device:\n%s", len(lines), r.Stderr)
+	}
+	for _, l := range lines {
+		if !strings.HasPrefix(l, "skipped device ") || strings.ContainsAny(l, "\r\x00\x1b") {
+			t.Errorf("stderr line %q: want \"skipped device ...\" without control characters", l)
+		}
+	}
+	for _, reason := range []string{"(bad-path)", "(outside-root)", "(bad-id)", "(not-device-node)"} {
+		if !strings.Contains(string(r.Stderr), reason) {
+			t.Errorf("stderr does not give the reason %s:\n%s", reason, r.Stderr)
+		}
+	}
+	old := exectest.Run(t, plugin, exectest.Env("CDI_VERSION", "0.0.2", "CDI_COMMAND", "INFO"), exectest.Conf(t, "0.1.0", "dev", "generic", args))
+	if _, ok := old.Doc[spec.SkippedKey]; ok || old.Status != 0 {
+		t.Errorf("a 0.0.2 INFO: status %d, %s; want no %s", old.Status, old.Stdout, spec.SkippedKey)
 	}
 }

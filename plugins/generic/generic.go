@@ -13,7 +13,7 @@ import (
 )
 
 func family() engine.Family {
-	return engine.Family{Name: "generic", Discover: discover}
+	return engine.Family{Name: "generic", Args: []string{argGroups}, Discover: discover}
 }
 
 // discover matches every group's globs under root. Groups are served in
@@ -40,8 +40,8 @@ func discover(h *engine.Host) (*engine.Inventory, error) {
 		// paths and takes its ids, so that the wanted groups get what they
 		// would get if all were discovered.
 		for _, d := range g.devices(h, paths, classes) {
-			if err := engine.CheckDeviceID(d.ID); err != nil || ids[d.ID] {
-				fmt.Fprintf(h.Stderr, "generic: skipping %s: no usable device id (%q is invalid or taken)\n", nodePaths(d), d.ID)
+			if err := usableID(d.ID, ids); err != nil {
+				h.Skip(nodePaths(d), spec.SkipBadID, err)
 				continue
 			}
 			ids[d.ID] = true
@@ -51,6 +51,18 @@ func discover(h *engine.Host) (*engine.Inventory, error) {
 		}
 	}
 	return inv, nil
+}
+
+// usableID refuses an id that is not a valid device id (a node name too
+// long, say) or that an earlier device took.
+func usableID(id string, taken map[string]bool) error {
+	if err := engine.CheckDeviceID(id); err != nil {
+		return fmt.Errorf("no usable device id: %w", err)
+	}
+	if taken[id] {
+		return fmt.Errorf("no usable device id: %q is another device's", id)
+	}
+	return nil
 }
 
 // lastWanted is the index of the last group whose devices the call

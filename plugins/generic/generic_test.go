@@ -245,10 +245,10 @@ func TestDiscoverEdgeCases(t *testing.T) {
 			fstest.MapFS{"dev/snd/timer": {}}, []string{"dev"}, []bool{true}, ""},
 		{"nested paths and odd characters", `{"groups":[{"name":"in","paths":["/dev/input/*/*"]}]}`,
 			fstest.MapFS{"dev/input/by-id/usb-Logi+Cam": {}, "dev/input/by-id/usb-Logi_Cam": {}, "dev/input/by-id/ok": {}},
-			[]string{"in-input_by-id_ok", "in-input_by-id_usb-Logi_Cam"}, []bool{true, true}, "skipping /dev/input/by-id/usb-Logi_Cam"},
+			[]string{"in-input_by-id_ok", "in-input_by-id_usb-Logi_Cam"}, []bool{true, true}, `skipped device "/dev/input/by-id/usb-Logi_Cam" (bad-id)`},
 		{"ids end as CDI names do", `{"groups":[{"name":"x","paths":["/dev/x*"]}]}`,
 			fstest.MapFS{"dev/x1": {}, "dev/x1_": {}, "dev/x2.": {}, "dev/x3-": {}, "dev/x4:": {}, "dev/x5+": {}},
-			[]string{"x-x1"}, []bool{true}, "skipping /dev/x1_"},
+			[]string{"x-x1"}, []bool{true}, `skipped device "/dev/x1_" (bad-id)`},
 		{"outside /dev", `{"groups":[{"name":"x","paths":["/run/dev?"]}]}`,
 			fstest.MapFS{"run/dev1": {}}, []string{"x-run_dev1"}, []bool{true}, ""},
 	}

@@ -18,7 +18,7 @@ import (
 var binDir string
 
 // defects are the ways the broken test plugin can be built to misbehave.
-var defects = []string{"none", "two-documents", "stdout-noise", "del-unknown-fails", "errors-exit-zero", "versions-newest-first", "no-lock"}
+var defects = []string{"none", "two-documents", "stdout-noise", "del-unknown-fails", "errors-exit-zero", "versions-newest-first", "no-lock", "args-ignored", "skipped-malformed"}
 
 func TestMain(m *testing.M) {
 	exectest.MainWith(m, func(dir string) error {
@@ -108,6 +108,8 @@ func TestBrokenPlugins(t *testing.T) {
 		{"errors-exit-zero", "code-6-missing", "error code 6 with exit status 0, want 1"},
 		{"versions-newest-first", "version", "not oldest first"},
 		{"no-lock", "concurrent-add", "handed out twice"},
+		{"args-ignored", "code-15-args", "want error code 15, got"},
+		{"skipped-malformed", "info-result", `skipped_devices: "Not A Reason": 1 is not a positive count`},
 	}
 	dropIn := shippedDropIn(t, "tty.d/generic.conf")
 	for _, tt := range tests {

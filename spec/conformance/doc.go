@@ -20,8 +20,8 @@
 // request-ids of their own, count the allocations they find as taken,
 // name them as valid in every GC, and DEL what they allocate. Some rules
 // also send deliberately broken variants of the drop-in (another
-// cdiVersion or type, a missing field, trailing data), which the plugin
-// must refuse.
+// cdiVersion or type, a missing field, trailing data, an args member no
+// plugin knows), which the plugin must refuse.
 //
 // A black-box caller cannot provoke every rule, so these are not checked:
 // error codes 13 (state) and 14 (internal), where and how the state is

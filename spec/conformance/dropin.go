@@ -65,6 +65,22 @@ func (d *dropIn) bytes(stateDir string, changes map[string]any) []byte {
 	return mustJSON(members)
 }
 
+// withArgs is bytes with the members of extra added to args, which the
+// drop-in gets if it has none.
+func (d *dropIn) withArgs(stateDir string, extra map[string]any) []byte {
+	args := maps.Clone(d.args)
+	if args == nil {
+		args = map[string]json.RawMessage{}
+	}
+	if stateDir != "" && d.args != nil {
+		args["stateDir"] = mustJSON(stateDir)
+	}
+	for k, v := range extra {
+		args[k] = mustJSON(v)
+	}
+	return d.bytes("", map[string]any{"args": args})
+}
+
 // mustJSON marshals values that cannot fail to marshal: strings, numbers
 // and maps of raw JSON.
 func mustJSON(v any) json.RawMessage {

@@ -18,13 +18,14 @@ func Rules() []Rule {
 		{"code-1-cdi-version", "§3 Codes; §2 Order of checks, step 2", checkCode1},
 		{"code-2-config-version", "§3 Codes; §1 Fields", checkCode2},
 		{"code-3-command", "§3 Codes; §2 Commands", checkCode3},
-		{"code-4-resource-spec", "§3 Codes; §2 Order of checks, step 10", checkCode4},
+		{"code-4-resource-spec", "§3 Codes; §2 Order of checks, step 11", checkCode4},
 		{"code-5-request-id", "§3 Codes; §4 DEL", checkCode5},
 		{"code-6-missing", "§3 Codes; §2 Parameters", checkCode6},
 		{"code-7-malformed", "§3 Codes; §6 Grammar", checkCode7},
 		{"code-8-config", "§3 Codes; §1 Fields", checkCode8},
 		{"code-9-type", "§3 Codes; §1 Fields", checkCode9},
 		{"code-12-device", "§3 Codes; §4 ADD, step 3", checkCode12},
+		{"code-15-args", "§3 Codes; §1 Fields; §2 Order of checks, step 9", checkCode15},
 		{"stdout-one-document", "§2 Overview; §3 Error document", checkOneDocument},
 		{"info-result", "§4 INFO; §5 INFO result", checkInfoResult},
 		{"add-result", "§4 ADD; §5 ADD result", checkAddResult},
@@ -67,4 +68,10 @@ func (s *subject) wantErrors(ctx context.Context, cases []errorCase) error {
 // removes one).
 func (s *subject) confWith(changes map[string]any) []byte {
 	return s.dropIn.bytes(s.stateDir, changes)
+}
+
+// confWithArgs is the rule's drop-in with members added to its args, which
+// it gets if it has none.
+func (s *subject) confWithArgs(extra map[string]any) []byte {
+	return s.dropIn.withArgs(s.stateDir, extra)
 }

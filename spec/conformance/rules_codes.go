@@ -209,6 +209,42 @@ func checkCode9(ctx context.Context, s *subject) error {
 	return wantError(r, spec.CodeTypeMismatch)
 }
 
+// unknownArg is an args member no plugin knows.
+const unknownArg = "cdiconformance_no_such_arg"
+
+// checkCode15: an args member the plugin does not know is code 15, whose
+// details name it, for every command but VERSION, and before the
+// command's version and parameters are checked.
+func checkCode15(ctx context.Context, s *subject) error {
+	if err := s.facts.needVersion(); err != nil {
+		return err
+	}
+	conf, note := s.confWithArgs(map[string]any{unknownArg: true}), "drop-in with args."+unknownArg
+	malformedAdd := []string{"CDI_COMMAND=ADD", s.ver(), "CDI_REQUEST=" + s.dropIn.config.Type + ":0", "CDI_REQUEST_ID=-x"}
+	calls := [][]string{
+		{"CDI_COMMAND=INFO", s.ver()},
+		{"CDI_COMMAND=INFO"},
+		{"CDI_COMMAND=DEL", s.ver(), "CDI_REQUEST_ID=" + s.requestID(1)},
+		malformedAdd,
+	}
+	if s.facts.is010() {
+		calls = append(calls, []string{"CDI_COMMAND=LIST", s.ver()})
+	}
+	if s.facts.old != "" {
+		calls = append(calls, []string{"CDI_COMMAND=LIST", "CDI_VERSION=" + s.facts.old})
+	}
+	var errs []error
+	for _, vars := range calls {
+		r := s.feed(ctx, conf, note, vars...)
+		err := wantError(r, spec.CodeUnknownArg)
+		if e := r.errorDoc(); err == nil && !strings.Contains(e.Details, unknownArg) {
+			err = r.problem("details %q do not name the unknown member %s", e.Details, unknownArg)
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
 // checkCode12: CDI_REQUEST_DEVICES naming a device the plugin does not
 // have is code 12.
 func checkCode12(ctx context.Context, s *subject) error {

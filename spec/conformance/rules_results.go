@@ -67,7 +67,8 @@ func (s *subject) oneOfEach(ctx context.Context) []*reply {
 func isString(raw []byte) bool { return len(raw) > 1 && raw[0] == '"' }
 
 // checkInfoResult: INFO counts the configuration's type and no other
-// type, and from 0.1.0 lists every device in a consistent inventory.
+// type, and from 0.1.0 lists every device in a consistent inventory and
+// counts any devices it skipped by well-formed reasons.
 func checkInfoResult(ctx context.Context, s *subject) error {
 	if err := s.facts.needVersion(); err != nil {
 		return err
@@ -92,8 +93,28 @@ func checkInfoResult(ctx context.Context, s *subject) error {
 			errs = append(errs, r.problem("no %s in a %s result", spec.InventoryKey, s.facts.version))
 		}
 		errs = append(errs, judgeInventory(r, &info)...)
+		errs = append(errs, judgeSkipped(r, &info)...)
 	}
 	return errors.Join(errs...)
+}
+
+// judgeSkipped checks skipped_devices: absent, or at most
+// spec.MaxSkipReasons well-formed reasons with positive counts.
+func judgeSkipped(r *reply, info *spec.InfoResult) []error {
+	raw, ok := r.doc[spec.SkippedKey]
+	if !ok {
+		return nil
+	}
+	if len(info.Skipped) == 0 || len(info.Skipped) > spec.MaxSkipReasons {
+		return []error{r.problem("%s is %s: want 1 to %d reasons, or no member when no device was skipped", spec.SkippedKey, quote(raw), spec.MaxSkipReasons)}
+	}
+	var errs []error
+	for _, reason := range sortedKeys(info.Skipped) {
+		if err := spec.CheckSkipReason(reason); err != nil || info.Skipped[reason] < 1 {
+			errs = append(errs, r.problem("%s: %q: %d is not a positive count of a skip-reason", spec.SkippedKey, reason, info.Skipped[reason]))
+		}
+	}
+	return errs
 }
 
 // judgeInventory checks each inventory entry, and that each count is the

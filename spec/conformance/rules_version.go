@@ -69,6 +69,9 @@ func checkNegotiation(ctx context.Context, s *subject) error {
 		if _, has := r.doc[spec.InventoryKey]; err == nil && has != spec.AtLeast(v, spec.Version010) {
 			err = r.problem("%s present: %v; want it in results of %s and newer only", spec.InventoryKey, has, spec.Version010)
 		}
+		if _, has := r.doc[spec.SkippedKey]; err == nil && has && !spec.AtLeast(v, spec.Version010) {
+			err = r.problem("%s in a %s result; it exists from %s", spec.SkippedKey, v, spec.Version010)
+		}
 		errs = append(errs, err)
 	}
 	errs = append(errs, wantResult(s.call(ctx, "CDI_COMMAND=INFO"), s.dropIn.config.CDIVersion, nil))

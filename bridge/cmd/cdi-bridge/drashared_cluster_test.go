@@ -47,7 +47,7 @@ func startSharedCluster(t *testing.T) *sharedCluster {
 	c := &sharedCluster{schedtest.Start(t, func() *apitest.Env {
 		return apitest.StartWithInstances(t, apitest.Options{Users: []apitest.User{{Name: "bridge"}}})
 	})}
-	bindDRARole(t, c.Client, "bridge")
+	schedtest.BindDRARole(t, c.Client, "bridge")
 	c.grantBridge(t)
 	c.CreateExamples(t)
 	return c
@@ -159,7 +159,7 @@ func (c *sharedCluster) sharedSlices(t *testing.T, want map[string]string) resou
 		}
 		got = map[string]string{}
 		for _, d := range last[0].Spec.Devices {
-			got[d.Name] = selected(d)
+			got[d.Name] = schedtest.Selects(d)
 		}
 		return fmt.Sprint(got) == fmt.Sprint(want), nil
 	})
@@ -172,20 +172,6 @@ func (c *sharedCluster) sharedSlices(t *testing.T, want map[string]string) resou
 		t.Fatalf("shared slice %+v: want per-device node selection, no node, no owner", s)
 	}
 	return s
-}
-
-// selected is the hostnames d's node selector selects, by one term of
-// one kubernetes.io/hostname In requirement, or what else it has.
-func selected(d resourceapi.Device) string {
-	if d.NodeSelector == nil || len(d.NodeSelector.NodeSelectorTerms) != 1 {
-		return fmt.Sprintf("%+v", d.NodeSelector)
-	}
-	term := d.NodeSelector.NodeSelectorTerms[0]
-	r := term.MatchExpressions
-	if len(term.MatchFields) != 0 || len(r) != 1 || r[0].Key != corev1.LabelHostname || r[0].Operator != corev1.NodeSelectorOpIn {
-		return fmt.Sprintf("%+v", d.NodeSelector)
-	}
-	return fmt.Sprint(r[0].Values)
 }
 
 // podOn creates a pod on node whose claim is made from template.

@@ -85,14 +85,61 @@ func TestMaxDevicesFitsPresence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := openStore(t.Context(), o, slog.New(slog.DiscardHandler)); !errors.Is(err, errUsage) {
+	api, err := resolveKube(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := openStore(t.Context(), o, api, slog.New(slog.DiscardHandler)); !errors.Is(err, errUsage) {
 		t.Errorf("openStore with --max-devices-per-drop-in=%s: %v, want a usage error", over, err)
 	}
 	o, err = parseFlags([]string{"--store", "local", "--local-store", filepath.Join(t.TempDir(), "state.json"), "--max-devices-per-drop-in", over})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := openStore(t.Context(), o, slog.New(slog.DiscardHandler)); err != nil {
+	if _, err := openStore(t.Context(), o, nil, slog.New(slog.DiscardHandler)); err != nil {
 		t.Errorf("the local store with --max-devices-per-drop-in=%s: %v", over, err)
+	}
+}
+
+// The API's configuration is resolved once, and only where something
+// needs it: the Kubernetes store (auto's too) or the DRA front end. The
+// store, the janitor and DRA then share what resolveKube returns.
+func TestResolveKube(t *testing.T) {
+	t.Setenv("KUBERNETES_SERVICE_HOST", "") // never in a cluster
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	conf := "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n" +
+		"users: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"
+	if err := os.WriteFile(kubeconfig, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args      []string
+		wantAPI   bool
+		wantStore string // "" for chooseStore's error
+	}{
+		{[]string{"--store", "local"}, false, storeLocal},
+		{[]string{"--store", "local", "--kubeconfig", kubeconfig}, false, storeLocal},
+		{[]string{"--store", "local", "--kubeconfig", kubeconfig, "--dra-pools", "gpu-drm"}, true, storeLocal},
+		{[]string{"--kubeconfig", kubeconfig}, true, storeKube},
+		{nil, false, storeLocal},
+		{[]string{"--store", "kube"}, false, ""},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			o, err := parseFlags(append(tc.args, "--node-name", "n1"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			api, err := resolveKube(o)
+			if err != nil || (api != nil) != tc.wantAPI {
+				t.Fatalf("resolveKube = %+v, %v; want the API: %v", api, err, tc.wantAPI)
+			}
+			if api != nil && (api.client == nil || api.cfg.UserAgent != "cdi-bridge/n1") {
+				t.Errorf("API access %+v: want a client, and the node in the user agent", api)
+			}
+			kind, _, err := chooseStore(o, api)
+			if kind != tc.wantStore || (err == nil) != (tc.wantStore != "") {
+				t.Errorf("chooseStore = %q, %v; want %q", kind, err, tc.wantStore)
+			}
+		})
 	}
 }

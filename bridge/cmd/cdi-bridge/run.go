@@ -15,6 +15,7 @@ import (
 	"github.com/cdiexec/cdi/bridge/departed"
 	"github.com/cdiexec/cdi/bridge/deviceplugin"
 	"github.com/cdiexec/cdi/bridge/discovery"
+	"github.com/cdiexec/cdi/bridge/drafront"
 	"github.com/cdiexec/cdi/bridge/instance"
 	"github.com/cdiexec/cdi/bridge/metrics"
 	"github.com/cdiexec/cdi/bridge/node"
@@ -133,22 +134,25 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	log.Info("starting", "version", buildinfo.Version(), "node", o.nodeName, "confDir", o.confDir, "pluginPath", o.pluginPath, "domain", o.domain)
-	store, cfg, err := openStore(ctx, o, log)
+	api, err := resolveKube(o)
+	if err != nil {
+		return err
+	}
+	store, err := openStore(ctx, o, api, log)
 	if err != nil {
 		return err
 	}
 	ctx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
-	front, err := startDRA(ctx, o, cfg, store, log, fail)
+	front, err := startDRA(ctx, o, api, store, log, fail)
 	if err != nil {
 		return err
 	}
-	var split func(discovery.Update) discovery.Update
 	var whileLeading func(context.Context, departed.Store)
 	if front != nil {
-		split, whileLeading = front.split, front.leadShared
+		whileLeading = front.LeadShared
 	}
-	stopDeparted, err := startDeparted(ctx, o, cfg, store, whileLeading, log)
+	stopDeparted, err := startDeparted(ctx, o, api, store, whileLeading, log)
 	if err != nil {
 		return err
 	}
@@ -164,22 +168,28 @@ func run(ctx context.Context, args []string) error {
 	disc := &discovery.Discoverer{ConfDir: o.confDir, PluginDirs: invoke.SplitPath(o.pluginPath), Timeout: o.execTimeout,
 		MaxDevices: o.maxDevices, OnExec: m.Exec, Logger: log, Watch: deviceWatch(o, log), Debounce: o.watchDebounce}
 	m.SkippedDropIns(func() int { return len(disc.Skipped()) })
+	m.SkippedDevices(disc.SkippedDevices)
 	stale := staleness(store)
 	m.StoreStale(func() time.Time { since, _ := stale(); return since })
-	n := newNode(o, store, cdiDir, disc, m, log, split)
+	n := newNode(o, store, cdiDir, m, log)
 	if err := startReclaim(ctx, o, n, log); err != nil {
 		return err
 	}
 	if o.metricsAddr != "" {
 		h := readiness{n: n, disc: disc, stale: stale, staleLimit: o.storeStaleLimit}
 		if front != nil {
-			h.dra = front.registered
+			h.dra = front.Registered
 		}
 		if err := serveHTTP(ctx, o.metricsAddr, h, m, log); err != nil {
 			return err
 		}
 	}
-	err = n.Run(ctx)
+	fronts := frontEnds{node: n, dra: front, draPools: drafront.ParsePools(o.draPools)}
+	disc.Keep = fronts.holds
+	served := make(chan error, 1)
+	go func() { served <- n.Run(ctx) }()
+	disc.Run(ctx, o.discoveryPeriod, time.Second, fronts.publish(ctx))
+	err = <-served
 	if cause := context.Cause(ctx); err == nil && cause != nil && !errors.Is(cause, context.Canceled) {
 		err = cause // the DRA kubelet plugin failed
 	}
@@ -187,14 +197,13 @@ func run(ctx context.Context, args []string) error {
 	return err
 }
 
-// newNode is the node as the flags set it up, its figures reported to m.
-// split, if not nil, takes the pools another front end serves.
-func newNode(o *options, store instance.Store, cdiDir *cdispec.Dir, disc *discovery.Discoverer, m *metrics.Metrics, log *slog.Logger,
-	split func(discovery.Update) discovery.Update) *node.Node {
+// newNode is the device plugins' node as the flags set it up, its
+// figures reported to m.
+func newNode(o *options, store instance.Store, cdiDir *cdispec.Dir, m *metrics.Metrics, log *slog.Logger) *node.Node {
 	n := node.New(node.Config{
 		NodeName: o.nodeName, Domain: o.domain, DevicePluginDir: o.dpDir, ExecTimeout: o.execTimeout, Store: store, CDI: cdiDir,
-		Discoverer: disc, DiscoveryPeriod: o.discoveryPeriod, Logger: log, OnAllocate: m.Allocation, OnRegister: m.Registration,
-		MaxInstanceLevel: o.maxInstanceLevel, OnDeviceEvent: m.DeviceEvent, Split: split,
+		Logger: log, OnAllocate: m.Allocation, OnRegister: m.Registration,
+		MaxInstanceLevel: o.maxInstanceLevel, OnDeviceEvent: m.DeviceEvent,
 	})
 	m.Pools(n.Usage)
 	return n

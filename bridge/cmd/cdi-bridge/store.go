@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/cdiexec/cdi/bridge/departed"
+	"github.com/cdiexec/cdi/bridge/drafront"
 	"github.com/cdiexec/cdi/bridge/instance"
 	"github.com/cdiexec/cdi/bridge/instance/kube"
 	"github.com/cdiexec/cdi/bridge/instance/local"
@@ -30,37 +31,81 @@ const (
 // that cannot reach the API server exits, and its DaemonSet restarts it.
 const syncTimeout = 2 * time.Minute
 
-// openStore opens the Instance store --store selects. auto is the
-// Kubernetes store when --kubeconfig is set or the bridge runs in a pod
-// (in-cluster configuration found), else the local file. For the
-// Kubernetes store it also returns the client configuration, nil for the
-// local one.
-func openStore(ctx context.Context, o *options, log *slog.Logger) (instance.Store, *rest.Config, error) {
-	kind, cfg, reason, err := chooseStore(o)
+// kubeAccess is the bridge's one way to the Kubernetes API: the client
+// configuration, resolved once, and the typed client built once from it,
+// which the store, the departed-node janitor and the DRA front end share.
+// (The store also makes its dynamic client from cfg, watching its own
+// requests to know when its view is stale.)
+type kubeAccess struct {
+	cfg    *rest.Config
+	client kubernetes.Interface
+	// reason says where cfg came from, for the log.
+	reason string
+}
+
+// resolveKube resolves the API's client configuration from --kubeconfig,
+// else the pod's in-cluster one, when anything needs the API (the
+// Kubernetes store, possibly auto's, or the DRA front end); nil when
+// nothing does, or when auto finds no configuration.
+func resolveKube(o *options) (*kubeAccess, error) {
+	if o.store == storeLocal && len(drafront.ParsePools(o.draPools)) == 0 {
+		return nil, nil
+	}
+	var cfg *rest.Config
+	reason := "--kubeconfig"
+	if o.kubeconfig != "" {
+		c, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("--kubeconfig: %w", err)
+		}
+		cfg = c
+	} else {
+		c, err := rest.InClusterConfig()
+		switch {
+		case errors.Is(err, rest.ErrNotInCluster):
+			return nil, nil
+		case err != nil:
+			return nil, fmt.Errorf("in-cluster configuration: %w", err)
+		}
+		cfg, reason = c, "in-cluster configuration"
+	}
+	cfg.UserAgent = "cdi-bridge/" + o.nodeName
+	cfg.QPS, cfg.Burst = kube.ClientQPS, kube.ClientBurst
+	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return nil, nil, err
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return &kubeAccess{cfg: cfg, client: client, reason: reason}, nil
+}
+
+// openStore opens the Instance store --store selects. auto is the
+// Kubernetes store when the API can be reached (api not nil: --kubeconfig
+// set, or the bridge runs in a pod), else the local file.
+func openStore(ctx context.Context, o *options, api *kubeAccess, log *slog.Logger) (instance.Store, error) {
+	kind, reason, err := chooseStore(o, api)
+	if err != nil {
+		return nil, err
 	}
 	if kind == storeLocal {
 		path := filepath.Clean(o.statePath)
 		log.Info("instance store: local file", "file", path, "reason", reason)
-		return local.New(path), nil, nil
+		return local.New(path), nil
 	}
 	if o.maxDevices > kube.MaxPresenceDevices {
-		return nil, nil, fmt.Errorf("%w: --max-devices-per-drop-in=%d: a Presence of the Kubernetes store lists at most %d devices of a pool",
+		return nil, fmt.Errorf("%w: --max-devices-per-drop-in=%d: a Presence of the Kubernetes store lists at most %d devices of a pool",
 			errUsage, o.maxDevices, kube.MaxPresenceDevices)
 	}
-	cfg.UserAgent = "cdi-bridge/" + o.nodeName
 	syncCtx, cancel := context.WithTimeout(ctx, syncTimeout)
 	defer cancel()
-	log.Info("instance store: Kubernetes", "server", cfg.Host, "namespace", o.namespace, "reason", reason)
-	s, err := kube.StartConfig(ctx, cfg, o.namespace, kube.ServedPools)
+	log.Info("instance store: Kubernetes", "server", api.cfg.Host, "namespace", o.namespace, "reason", reason)
+	s, err := kube.StartConfig(ctx, api.cfg, o.namespace, kube.ServedPools)
 	if err == nil {
 		err = s.Synced(syncCtx)
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("instance store at %s: %w", cfg.Host, err)
+		return nil, fmt.Errorf("instance store at %s: %w", api.cfg.Host, err)
 	}
-	return s, cfg, nil
+	return s, nil
 }
 
 // startDeparted runs the departed-node janitor (bridge/departed) until
@@ -70,10 +115,10 @@ func openStore(ctx context.Context, o *options, log *slog.Logger) (instance.Stor
 // leader's bridge exits another takes over at once, not when the lease
 // runs out. whileLeading, if not nil, is the leader's other work (the
 // DRA front end's publishing of shared devices).
-func startDeparted(ctx context.Context, o *options, cfg *rest.Config, store instance.Store,
+func startDeparted(ctx context.Context, o *options, api *kubeAccess, store instance.Store,
 	whileLeading func(context.Context, departed.Store), log *slog.Logger) (stop func(), err error) {
 	_, ok := store.(*kube.Store)
-	if !ok || cfg == nil {
+	if !ok || api == nil {
 		if whileLeading != nil {
 			log.Warn("shared devices of the DRA pools are not published: the bridge elected to publish them needs the Kubernetes store")
 		}
@@ -83,13 +128,9 @@ func startDeparted(ctx context.Context, o *options, cfg *rest.Config, store inst
 		log.Warn("departed nodes' claims are not cleared, nor shared devices of DRA pools published: --leader-election-lease is empty")
 		return func() {}, nil
 	}
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
-	}
 	// The leader's Store of every pool, beside the node's own.
 	open := func(ctx context.Context) (departed.Store, error) {
-		s, err := kube.StartConfig(ctx, cfg, o.namespace, kube.AllPools)
+		s, err := kube.StartConfig(ctx, api.cfg, o.namespace, kube.AllPools)
 		if err != nil {
 			return nil, err
 		}
@@ -97,7 +138,7 @@ func startDeparted(ctx context.Context, o *options, cfg *rest.Config, store inst
 		defer cancel()
 		return s, s.Synced(syncCtx)
 	}
-	j, err := departed.New(departed.Config{Client: client, OpenStore: open, Node: o.nodeName, Namespace: o.namespace,
+	j, err := departed.New(departed.Config{Client: api.client, OpenStore: open, Node: o.nodeName, Namespace: o.namespace,
 		Lease: o.leaseName, Logger: log, WhileLeading: whileLeading})
 	if err != nil {
 		return nil, err
@@ -113,33 +154,19 @@ func startDeparted(ctx context.Context, o *options, cfg *rest.Config, store inst
 	return func() { cancel(); <-done }, nil
 }
 
-// chooseStore resolves --store, for the Kubernetes store loading the
-// client configuration, and says why, for the log.
-func chooseStore(o *options) (kind string, cfg *rest.Config, reason string, err error) {
-	switch o.store {
-	case storeLocal:
-		return storeLocal, nil, "--store local", nil
-	case storeKube, storeAuto:
-	default:
-		return "", nil, "", fmt.Errorf("--store %q: want auto, kube or local", o.store)
-	}
-	if o.kubeconfig != "" {
-		cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
-		if err != nil {
-			return "", nil, "", fmt.Errorf("--kubeconfig: %w", err)
-		}
-		return storeKube, cfg, "--kubeconfig", nil
-	}
-	cfg, err = rest.InClusterConfig()
+// chooseStore resolves --store, and says why, for the log.
+func chooseStore(o *options, api *kubeAccess) (kind, reason string, err error) {
 	switch {
-	case err == nil:
-		return storeKube, cfg, "in-cluster configuration", nil
+	case o.store == storeLocal:
+		return storeLocal, "--store local", nil
+	case o.store != storeKube && o.store != storeAuto:
+		return "", "", fmt.Errorf("--store %q: want auto, kube or local", o.store)
+	case api != nil:
+		return storeKube, api.reason, nil
 	case o.store == storeKube:
-		return "", nil, "", fmt.Errorf("--store kube without --kubeconfig, and not in a cluster: %w", err)
-	case errors.Is(err, rest.ErrNotInCluster):
-		return storeLocal, nil, "neither --kubeconfig nor an in-cluster configuration", nil
+		return "", "", fmt.Errorf("--store kube without --kubeconfig, and not in a cluster: %w", rest.ErrNotInCluster)
 	}
-	return "", nil, "", fmt.Errorf("in-cluster configuration: %w", err)
+	return storeLocal, "neither --kubeconfig nor an in-cluster configuration", nil
 }
 
 // defaultNamespace is where the Instances live: the pod's own namespace

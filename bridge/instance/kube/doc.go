@@ -15,4 +15,16 @@
 // serves, not with the cluster; only the one bridge that clears departed
 // nodes follows every pool (AllPools). The informers keep no
 // managedFields.
+//
+// Who sees a device is a Presence per node and pool, written by that
+// node's store; an Instance no Presence lists and no claim holds is
+// deleted by the elected bridge only (PruneUnseen). The two are separate
+// objects, so that a node's "I see X" wins against "nobody sees X" by
+// order: a node writes its Presence before any Instance and reads the
+// Instances new to it afresh, where the elected bridge marks X
+// (AnnotationUnseen), looks at the Presences again, and deletes X guarded
+// by the mark's resourceVersion. A node's store also keeps its own
+// Presences as its last Observe said, whatever else writes them, and
+// creates again an Instance they list that is deleted (own.go).
+// bridge/SCALING.md says why each step is there.
 package kube

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
@@ -45,17 +46,47 @@ type Store struct {
 	// informers follow the Instances, one per served pool with
 	// ServedPools, one of every pool (under "") with AllPools.
 	informers map[string]*poolInformer
+	// followGen counts the changes of informers: relist applies its
+	// lists only if none came meanwhile.
+	followGen uint64
+	// following is held for reading by what needs its pools followed
+	// while it runs (a claim, an Observe starting to serve a pool), for
+	// writing by retire, which stops following one.
+	following sync.RWMutex
 	// servers are, by pool, the nodes whose Observe reports it served.
 	servers map[string]map[string]bool
 	// presences are the Presences this Store knows, by name: those it
 	// wrote or read, and with AllPools every one, from presenceInformer.
 	presences        map[string]presence
 	presenceInformer cache.SharedIndexInformer
-	// unseenSince is when PruneUnseen first found each Instance unseen.
-	unseenSince map[string]time.Time
+	// own keeps the Presences of the nodes this Store observes for, with
+	// ServedPools (own.go), deleting orphans after orphanAfter.
+	own         ownPresences
+	orphanAfter time.Duration
+	// presenceMu serializes the writes of this Store's own Presences.
+	presenceMu sync.Mutex
+	// unseenSince is when PruneUnseen first found each Instance unseen,
+	// by UID: an Instance deleted and created again is another object,
+	// unseen since the pass that first finds it so.
+	unseenSince map[types.UID]time.Time
+
+	test testHooks
 }
 
 var _ instance.Store = (*Store)(nil)
+
+// ClientQPS and ClientBurst are the rate limits of a bridge's client of
+// the API server (rest.Config.QPS and Burst; client-go's defaults are 5
+// and 10). A node's first discovery of a pool of 5,000 new devices is
+// 5,000 creations and a Presence: 1,000 s of client-go's rate limiter,
+// 100 s of this one, which is within the two minutes an unseen Instance
+// is kept even were its Presence not written first. The burst lets a
+// burst of claims (a Deployment's pods starting together) through
+// without a wait. bridge/SCALING.md has the start-up measured.
+const (
+	ClientQPS   = 50
+	ClientBurst = 100
+)
 
 // defaultBackoff bounds the retries after a conflicting write: Steps
 // attempts in all, waiting Duration, then twice as long each time, up to
@@ -88,8 +119,8 @@ func makeStore(client dynamic.Interface, namespace string, scope Scope) *Store {
 	return &Store{
 		dynamic: client, client: client.Resource(Resource).Namespace(namespace), namespace: namespace,
 		presenceClient: client.Resource(PresenceResource).Namespace(namespace),
-		scope:          scope, backoff: defaultBackoff(),
-		presences: map[string]presence{}, unseenSince: map[string]time.Time{},
+		scope:          scope, backoff: defaultBackoff(), orphanAfter: DefaultOrphanAfter,
+		presences: map[string]presence{}, unseenSince: map[types.UID]time.Time{},
 		recent: map[string]recentWrite{}, watch: watchState{kick: make(chan struct{}, 1)},
 		informers: map[string]*poolInformer{}, servers: map[string]map[string]bool{},
 	}
@@ -191,7 +222,7 @@ func (s *Store) newest(name string) (*unstructured.Unstructured, error) {
 		if err != nil {
 			return nil, err
 		}
-		if obj, ok := item.(*unstructured.Unstructured); ok {
+		if obj, ok := item.(*unstructured.Unstructured); ok && !isStub(obj) {
 			cached = newerObject(cached, obj)
 		}
 	}

@@ -75,6 +75,15 @@ func newStore(t *testing.T, cfg *rest.Config, namespace string) *Store {
 // the test's cleanups, after its subtests.
 func startStore(t *testing.T, cfg *rest.Config, namespace string, scope Scope) *Store {
 	t.Helper()
+	s, _ := stoppableStore(t, cfg, namespace, scope)
+	return s
+}
+
+// stoppableStore is startStore, and a stop that ends the Store's
+// informers and its keeping of its Presences before the test ends, as
+// its bridge's exit does.
+func stoppableStore(t *testing.T, cfg *rest.Config, namespace string, scope Scope) (*Store, func()) {
+	t.Helper()
 	client, err := dynamic.NewForConfig(rest.CopyConfig(cfg))
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +94,7 @@ func startStore(t *testing.T, cfg *rest.Config, namespace string, scope Scope) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s
+	return s, stop
 }
 
 // prune runs s's PruneUnseen without a grace period until it has deleted

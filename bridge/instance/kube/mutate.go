@@ -10,6 +10,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/cdiexec/cdi/bridge/instance"
 )
@@ -22,10 +23,30 @@ const rollbackTimeout = 10 * time.Second
 // Claim implements instance.Store. Claims on one Instance are one write;
 // claims on several are written one Instance at a time, in name order,
 // and released again if a later one fails.
+//
+// With ServedPools the pools claimed in stay followed: a claim's
+// container ends later, and its release must find the claim in view.
+// A pool withdrawn meanwhile (Store.retire) waits for the claim, then
+// sees it; one withdrawn before is followed again.
 func (s *Store) Claim(ctx context.Context, claims []instance.Claim) error {
+	s.following.RLock()
+	defer s.following.RUnlock()
+	pools := map[string]bool{}
+	err := s.claim(ctx, claims, pools)
+	if s.scope == ServedPools {
+		for pool := range pools {
+			err = errors.Join(err, s.follow(ctx, pool))
+		}
+	}
+	return err
+}
+
+// claim is Claim; pools receives the pools of the Instances claimed in.
+func (s *Store) claim(ctx context.Context, claims []instance.Claim, pools map[string]bool) error {
 	var done []instance.Claim
 	for _, group := range byInstance(claims) {
 		err := s.modify(ctx, group[0].Instance, verify, func(in *instance.Instance) (bool, error) {
+			pools[in.Config] = true
 			changed := false
 			for _, c := range group {
 				ch, err := in.Apply(c)
@@ -33,6 +54,9 @@ func (s *Store) Claim(ctx context.Context, claims []instance.Claim) error {
 					return false, err
 				}
 				changed = changed || ch
+			}
+			if changed {
+				hook(s.test.claimWrite, in.Name)
 			}
 			return changed, nil
 		})
@@ -75,63 +99,6 @@ func (s *Store) Release(ctx context.Context, claims []instance.Claim) error {
 	return errors.Join(errs...)
 }
 
-// Observe implements instance.Store. Who sees a device is recorded in
-// node's Presence of config, not in the Instance: each seen Instance is
-// written only when it is missing or what node sees of it changed
-// (capacity, properties), and node's Presence when the set of devices
-// changed, so that a node joining writes one object per pool. Nodes that
-// a bridge of an older release wrote into an Instance are read as they
-// are; node's own name is removed from them (once).
-//
-// With ServedPools it starts following config's Instances first, unless
-// it does, and stops once seen is nil: the pool is no longer served
-// (Store.retire), and node's Presence of it is deleted.
-//
-// An Instance that no node sees any more is not deleted here: that is
-// PruneUnseen's, after a grace period, for the elected bridge.
-func (s *Store) Observe(ctx context.Context, node, config string, seen []instance.Instance) error {
-	if s.scope == ServedPools {
-		if err := s.follow(ctx, unlabelledPool); err != nil {
-			return err
-		}
-		if err := s.follow(ctx, config); err != nil {
-			return err
-		}
-		s.serve(config, node, seen != nil)
-		if seen == nil {
-			defer s.retire(config, node)
-		}
-	}
-	var errs []error
-	var names []string
-	if seen != nil {
-		names = make([]string, 0, len(seen))
-	}
-	for _, want := range seen {
-		names = append(names, want.Name)
-		errs = append(errs, s.describe(ctx, node, want))
-	}
-	sort.Strings(names)
-	errs = append(errs, s.writePresence(ctx, node, config, slices.Compact(names)))
-	errs = append(errs, s.forgetLegacy(ctx, node, config, names))
-	return errors.Join(errs...)
-}
-
-// describe writes want's Instance if it is missing, says something else
-// of the device than want, lacks its pool label, or names node among the
-// nodes an older bridge recorded.
-func (s *Store) describe(ctx context.Context, node string, want instance.Instance) error {
-	relabel, err := s.unlabelled(ctx, want.Name, want.Config)
-	if err != nil {
-		return err
-	}
-	return s.modify(ctx, want.Name, upsert, func(in *instance.Instance) (bool, error) {
-		described := in.Describe(want)
-		forgot := in.Forget(node)
-		return described || forgot || relabel, nil
-	})
-}
-
 // forgetLegacy removes node from the recorded nodes of config's other
 // Instances, where a bridge of an older release put it.
 func (s *Store) forgetLegacy(ctx context.Context, node, config string, seen []string) error {
@@ -166,11 +133,11 @@ func byInstance(claims []instance.Claim) [][]instance.Claim {
 }
 
 // modify applies fn to the named Instance and writes the result back,
-// guarded by the resourceVersion it read: an Instance that fn leaves
-// unused is deleted, a missing one is created with mode upsert (and is
-// ErrNoSlot otherwise). The first read is the informer's copy (the API's
-// when the informer has none); after a conflict, or a no-op with mode
-// verify, the object is read from the API and fn runs again, up to
+// guarded by the resourceVersion it read: a missing one is created with
+// mode upsert (and is ErrNoSlot otherwise). The first read is the
+// informer's copy (the API's when the informer has none, but for upsert,
+// which then creates it); after a conflict, or a no-op with mode verify,
+// the object is read from the API and fn runs again, up to
 // s.backoff.Steps attempts in all. Errors from fn end it at once.
 //
 // The waits between attempts are s.backoff's, through wait's
@@ -179,17 +146,36 @@ func byInstance(claims []instance.Claim) [][]instance.Claim {
 // Steps to 0 once the cap is reached), where the DelayFunc only stops
 // growing the wait.
 func (s *Store) modify(ctx context.Context, name string, mode modifyMode, fn func(*instance.Instance) (bool, error)) error {
-	m := &modification{store: s, name: name, mode: mode, fn: fn}
+	return s.run(ctx, &modification{store: s, name: name, mode: mode, fn: fn})
+}
+
+func (s *Store) run(ctx context.Context, m *modification) error {
 	return s.backoff.DelayFunc().Until(ctx, true, true, m.try)
 }
 
 // modification is one modify call and the attempts it has made.
 type modification struct {
-	store    *Store
-	name     string
-	mode     modifyMode
-	fn       func(*instance.Instance) (bool, error)
+	store *Store
+	name  string
+	mode  modifyMode
+	fn    func(*instance.Instance) (bool, error)
+	// rewrite, when set, has an object written again where fn changes
+	// nothing (Observe: a pool label missing, the elected bridge's mark).
+	rewrite func(*unstructured.Unstructured) bool
+	// first says how the first attempt reads.
+	first    readPlan
 	attempts int
+}
+
+// readPlan is how a modification's first attempt reads the Instance: by
+// default the informer's copy.
+type readPlan struct {
+	// fresh reads the API server's copy.
+	fresh bool
+	// given is set when the caller has read the API server's copy
+	// already: obj, nil for none.
+	given bool
+	obj   *unstructured.Unstructured
 }
 
 // try is one attempt, as the condition of wait's loop: done when the
@@ -197,11 +183,7 @@ type modification struct {
 // conflict while attempts remain.
 func (m *modification) try(ctx context.Context) (bool, error) {
 	m.attempts++
-	in, isNew, err := m.read(ctx, m.attempts > 1)
-	if err != nil {
-		return true, err
-	}
-	changed, err := m.fn(in)
+	in, isNew, changed, err := m.apply(ctx, m.attempts > 1)
 	if err == nil && !changed && m.attempts == 1 && m.mode == verify {
 		// The informer's copy may be behind (a watch cut and not yet
 		// re-established): nothing to do there is not proof that the
@@ -210,10 +192,7 @@ func (m *modification) try(ctx context.Context) (bool, error) {
 		// and wrote nothing. The API's copy is read at once, as the
 		// next attempt.
 		m.attempts++
-		if in, isNew, err = m.read(ctx, true); err != nil {
-			return true, err
-		}
-		changed, err = m.fn(in)
+		in, isNew, changed, err = m.apply(ctx, true)
 	}
 	if err != nil || !changed {
 		return true, err
@@ -221,25 +200,51 @@ func (m *modification) try(ctx context.Context) (bool, error) {
 	return m.write(ctx, in, isNew)
 }
 
-// read returns the Instance to change, the informer's copy or, when
-// fresh, the API's: a new one (isNew) when it is missing and the mode is
-// upsert, ErrNoSlot when it is missing otherwise.
-func (m *modification) read(ctx context.Context, fresh bool) (in *instance.Instance, isNew bool, err error) {
-	in, err = m.store.read(ctx, m.name, fresh)
-	if in == nil && err == nil && !fresh {
-		// Not in the cache is not proof of absence: the watch may
-		// not have brought a new Instance yet.
-		in, err = m.store.read(ctx, m.name, true)
-	}
+// apply reads the Instance (the API's copy when fresh) and runs fn on
+// it: a new one (isNew) when it is missing and the mode is upsert,
+// ErrNoSlot when it is missing otherwise.
+func (m *modification) apply(ctx context.Context, fresh bool) (in *instance.Instance, isNew, changed bool, err error) {
+	obj, err := m.read(ctx, fresh)
 	switch {
 	case err != nil:
-		return nil, false, err
-	case in != nil:
-		return in, false, nil
+		return nil, false, false, err
+	case obj != nil:
+		i, err := toInstance(obj)
+		if err != nil {
+			return nil, false, false, err
+		}
+		in = &i
 	case m.mode != upsert:
-		return nil, false, fmt.Errorf("instance %s: %w", m.name, instance.ErrNoSlot)
+		return nil, false, false, fmt.Errorf("instance %s: %w", m.name, instance.ErrNoSlot)
+	default:
+		in, isNew = &instance.Instance{Name: m.name}, true
 	}
-	return &instance.Instance{Name: m.name}, true, nil
+	changed, err = m.fn(in)
+	if obj != nil && m.rewrite != nil && m.rewrite(obj) {
+		changed = true
+	}
+	return in, isNew, changed, err
+}
+
+// read returns the object to change, nil when there is none: the API's
+// copy when fresh, else as m.first says.
+func (m *modification) read(ctx context.Context, fresh bool) (*unstructured.Unstructured, error) {
+	switch {
+	case fresh || m.first.fresh:
+		return m.store.fetch(ctx, m.name)
+	case m.first.given:
+		return m.first.obj, nil
+	}
+	obj, err := m.store.newest(m.name)
+	if obj != nil || err != nil || m.mode == upsert {
+		// upsert creates what the cache lacks; if the API server has
+		// it after all, the creation conflicts and the next attempt
+		// reads it.
+		return obj, err
+	}
+	// Not in the cache is not proof of absence: the watch may not have
+	// brought a new Instance yet.
+	return m.store.fetch(ctx, m.name)
 }
 
 // write writes in and says whether modify is done: not after a conflict
@@ -278,12 +283,11 @@ const (
 	verify
 )
 
-// read returns the named Instance, nil if it does not exist: the
-// informer's copy, or the API's when fresh is set.
-func (s *Store) read(ctx context.Context, name string, fresh bool) (*instance.Instance, error) {
-	if !fresh {
-		return s.cached(name)
-	}
+// fetch reads the named Instance from the API server, nil when there is
+// none. What the API said is newer than the informer may be yet: it is
+// remembered, since a caller that lost a race plans again from List,
+// which must show it.
+func (s *Store) fetch(ctx context.Context, name string) (*unstructured.Unstructured, error) {
 	obj, err := s.client.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
@@ -291,11 +295,8 @@ func (s *Store) read(ctx context.Context, name string, fresh bool) (*instance.In
 	if err != nil {
 		return nil, fmt.Errorf("reading instance %s: %w", name, err)
 	}
-	// What the API said is newer than the informer may be yet: a caller
-	// that lost a race plans again from List, which must show it.
 	s.remember(name, obj, "")
-	in, err := toInstance(obj)
-	return &in, err
+	return obj, nil
 }
 
 // write creates or updates in, guarded by in.Version, and remembers the

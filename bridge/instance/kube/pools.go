@@ -10,8 +10,12 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/cdiexec/cdi/bridge/instance"
 )
 
 // LabelPool is the label every Instance carries with its pool (its
@@ -62,9 +66,10 @@ func (s *Store) running() []cache.SharedIndexInformer {
 const followWait = 10 * time.Second
 
 // ErrNotListed is wrapped by List's error while the first list of a
-// followed pool has not come: what List returns lacks that pool's
-// Instances, and a caller that would act on their absence (releasing
-// the slots nobody seems to claim) must not.
+// followed pool has not come, with an instance.IncompleteError naming
+// the pools: what List returns lacks those pools' Instances, and a caller
+// that would act on their absence (releasing the slots nobody seems to
+// claim) must not.
 var ErrNotListed = errors.New("a pool's Instances are not listed yet")
 
 // follow starts the informer of pool's Instances ("" every pool) unless
@@ -93,28 +98,51 @@ func (s *Store) informerOf(pool string) (*poolInformer, error) {
 		return pi, nil
 	}
 	pi, err := s.newInformer(pool)
-	if err == nil {
-		s.informers[pool] = pi
+	if err != nil {
+		return nil, err
 	}
-	return pi, err
+	s.informers[pool] = pi
+	s.followGen++
+	if old, ok := s.informers[unlabelledPool]; ok && pool != unlabelledPool {
+		// Its copies of pool's Instances are stubs (notServedStub):
+		// a new informer lists them whole.
+		old.stop()
+		if s.informers[unlabelledPool], err = s.newInformer(unlabelledPool); err != nil {
+			delete(s.informers, unlabelledPool)
+			return nil, err
+		}
+	}
+	return pi, nil
 }
 
-// notListed returns an error wrapping ErrNotListed that names the
-// followed pools whose first list has not come, nil when none.
+// notListed returns an error wrapping ErrNotListed and an
+// instance.IncompleteError that names the followed pools whose first list
+// has not come, nil when none. While the unlabelled Instances (or, with
+// AllPools, all) are not listed, every pool may lack some.
 func (s *Store) notListed() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var pools []string
+	all := false
 	for p, pi := range s.informers {
 		if !pi.informer.HasSynced() {
 			pools = append(pools, p)
+			all = all || p == unlabelledPool || p == ""
 		}
 	}
 	if len(pools) == 0 {
 		return nil
 	}
+	if all {
+		pools = pools[:0]
+		for p := range s.informers {
+			if p != unlabelledPool && p != "" {
+				pools = append(pools, p)
+			}
+		}
+	}
 	sort.Strings(pools)
-	return fmt.Errorf("%w: pools %q", ErrNotListed, pools)
+	return &instance.IncompleteError{Pools: pools, Err: ErrNotListed}
 }
 
 // newInformer starts an informer of pool's Instances ("" every pool),
@@ -122,12 +150,27 @@ func (s *Store) notListed() error {
 func (s *Store) newInformer(pool string) (*poolInformer, error) {
 	selector := func(o *metav1.ListOptions) { o.LabelSelector = poolSelector(pool) }
 	informer := dynamicinformer.NewFilteredDynamicInformer(s.dynamic, Resource, s.namespace, 0, cache.Indexers{}, selector).Informer()
-	event := func(obj any) { s.heard(); s.caughtUp(obj); s.notify() }
-	if err := informer.SetTransform(dropManagedFields); err != nil {
+	event := func(obj any, deleted bool) {
+		s.heard()
+		s.caughtUp(obj, deleted)
+		if deleted {
+			if name, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+				_, name, _ = cache.SplitMetaNamespaceKey(name)
+				s.lostInstance(name)
+			}
+		}
+		s.notify()
+	}
+	transform := dropManagedFields
+	if pool == unlabelledPool {
+		transform = s.notServedStub
+	}
+	if err := informer.SetTransform(transform); err != nil {
 		return nil, err
 	}
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: event, DeleteFunc: event, UpdateFunc: func(_, obj any) { event(obj) },
+		AddFunc: func(obj any) { event(obj, false) }, UpdateFunc: func(_, obj any) { event(obj, false) },
+		DeleteFunc: func(obj any) { event(obj, true) },
 	}); err != nil {
 		return nil, err
 	}
@@ -164,12 +207,15 @@ func (s *Store) serve(pool, node string, serves bool) {
 // runs several) still serves it, or node holds a slot in one of its
 // Instances: those claims are released through this Store when their
 // containers end, and must stay in view until then. Such a pool is
-// followed until the bridge restarts.
+// followed until the bridge restarts. It waits for the claims under way
+// (Store.following), so that the view it reads holds every claim made.
 func (s *Store) retire(pool, node string) {
-	s.mu.Lock()
-	served := len(s.servers[pool]) > 0
-	s.mu.Unlock()
-	if s.scope != ServedPools || served {
+	if s.scope != ServedPools {
+		return
+	}
+	s.following.Lock()
+	defer s.following.Unlock()
+	if s.served(pool) {
 		return
 	}
 	all, _ := s.List(context.Background())
@@ -183,6 +229,7 @@ func (s *Store) retire(pool, node string) {
 	if pi, ok := s.informers[pool]; ok {
 		pi.stop()
 		delete(s.informers, pool)
+		s.followGen++
 	}
 	// No informer will catch up with the pool's writes any more.
 	for name, w := range s.recent {
@@ -192,6 +239,13 @@ func (s *Store) retire(pool, node string) {
 	}
 }
 
+// served reports whether a node of this Store serves pool.
+func (s *Store) served(pool string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.servers[pool]) > 0
+}
+
 // unlabelledPool is the informers' key, never a pool's name, of the
 // Instances without a pool label: those a bridge of the release before
 // the labels wrote, which a node's Store follows whatever their pool
@@ -199,6 +253,43 @@ func (s *Store) retire(pool, node string) {
 // drops the label, does not take an Instance out of view. Once every
 // bridge is of this release, there are none.
 const unlabelledPool = "!"
+
+// annotationStub marks, in an informer's cache only, an object
+// notServedStub cut down.
+const annotationStub = Group + "/stub"
+
+// notServedStub is the transform of the informer of the unlabelled
+// Instances: the copy of one in a pool this Store does not follow is cut
+// down to its name, version and pool. During a rollout from the release
+// before the labels every Instance of the cluster is unlabelled, and a
+// node's bridge would hold them all in full; it holds its own pools'. A
+// pool followed later has the informer started again (informerOf).
+func (s *Store) notServedStub(obj any) (any, error) {
+	o, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	o.SetManagedFields(nil)
+	pool, _, _ := unstructured.NestedString(o.Object, "spec", "configurationName")
+	if s.serves(pool) {
+		return o, nil
+	}
+	stub := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"configurationName": pool}}}
+	stub.SetAPIVersion(o.GetAPIVersion())
+	stub.SetKind(o.GetKind())
+	stub.SetName(o.GetName())
+	stub.SetNamespace(o.GetNamespace())
+	stub.SetUID(o.GetUID())
+	stub.SetResourceVersion(o.GetResourceVersion())
+	stub.SetAnnotations(map[string]string{annotationStub: ""})
+	return stub, nil
+}
+
+// isStub reports whether obj is a copy notServedStub cut down.
+func isStub(obj *unstructured.Unstructured) bool {
+	_, ok := obj.GetAnnotations()[annotationStub]
+	return ok
+}
 
 // poolSelector is the label selector of pool's Instances: every Instance
 // for "", the unlabelled for unlabelledPool.
@@ -212,26 +303,43 @@ func poolSelector(pool string) string {
 	return LabelPool + "=" + LabelValue(pool)
 }
 
+// followedSelector is one label selector of the Instances a Store
+// follows, parsed to tell which objects it selects.
+type followedSelector struct {
+	selector string
+	selects  labels.Selector
+}
+
 // followedSelectors are the label selectors of every Instance the Store
 // follows, for its own lists: one, "", for every pool; none when it
-// follows none.
-func (s *Store) followedSelectors() []string {
+// follows none. gen changes whenever they do.
+func (s *Store) followedSelectors() (_ []followedSelector, gen uint64, _ error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var selectors []string
 	if s.scope == AllPools {
-		return []string{""}
-	}
-	values := make([]string, 0, len(s.informers))
-	for p := range s.informers {
-		if p != unlabelledPool {
-			values = append(values, LabelValue(p))
+		selectors = []string{""}
+	} else {
+		values := make([]string, 0, len(s.informers))
+		for p := range s.informers {
+			if p != unlabelledPool {
+				values = append(values, LabelValue(p))
+			}
+		}
+		if len(values) > 0 {
+			sort.Strings(values)
+			selectors = []string{LabelPool + " in (" + strings.Join(values, ",") + ")", poolSelector(unlabelledPool)}
 		}
 	}
-	if len(values) == 0 {
-		return nil
+	out := make([]followedSelector, 0, len(selectors))
+	for _, sel := range selectors {
+		parsed, err := labels.Parse(sel)
+		if err != nil {
+			return nil, 0, fmt.Errorf("label selector %q: %w", sel, err)
+		}
+		out = append(out, followedSelector{selector: sel, selects: parsed})
 	}
-	sort.Strings(values)
-	return []string{LabelPool + " in (" + strings.Join(values, ",") + ")", poolSelector(unlabelledPool)}
+	return out, s.followGen, nil
 }
 
 // serves reports whether the Store follows pool.
@@ -240,20 +348,4 @@ func (s *Store) serves(pool string) bool {
 	defer s.mu.Unlock()
 	_, ok := s.informers[pool]
 	return ok || s.scope == AllPools
-}
-
-// unlabelled reports whether the named Instance exists without pool's
-// label, as a bridge of the release before the labels writes it: Observe
-// then writes it again even where nothing else changes, which labels it.
-// An Instance this Store does not hold (a label-selected informer never
-// shows an unlabelled one) is read from the API server, and remembered,
-// so that Observe's write reads it from there.
-func (s *Store) unlabelled(ctx context.Context, name, pool string) (bool, error) {
-	obj, err := s.newest(name)
-	if err == nil && obj == nil {
-		if _, err = s.read(ctx, name, true); err == nil {
-			obj, err = s.newest(name)
-		}
-	}
-	return obj != nil && obj.GetLabels()[LabelPool] != LabelValue(pool), err
 }

@@ -167,12 +167,14 @@ func (s *Store) forgetPresence(name string, rv uint64) {
 
 // writePresence records that node sees exactly devices of pool (sorted
 // Instance names): nil deletes the Presence. Nothing is written when the
-// Presence already says so. A node's Presence is written by its bridge
-// only (and deleted by the departed-node sweep), so a conflict means a
-// copy this Store had not seen yet: it reads it again and retries.
-func (s *Store) writePresence(ctx context.Context, node, pool string, devices []string) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		err := s.tryPresence(ctx, node, pool, devices)
+// Presence already says so. It returns what the Presence listed before.
+// A node's Presence is written by its bridge only (and deleted by the
+// departed-node sweep), so a conflict means a copy this Store had not
+// seen yet: it reads it again and retries.
+func (s *Store) writePresence(ctx context.Context, node, pool string, devices []string) (before []string, err error) {
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var err error
+		before, err = s.tryPresence(ctx, node, pool, devices)
 		s.countIf(err)
 		switch {
 		case errors.Is(err, errNoWrite):
@@ -185,18 +187,21 @@ func (s *Store) writePresence(ctx context.Context, node, pool string, devices []
 		}
 		return err
 	})
+	return before, err
 }
 
 // errNoWrite is tryPresence's answer when nothing needed writing.
 var errNoWrite = errors.New("no write needed")
 
-func (s *Store) tryPresence(ctx context.Context, node, pool string, devices []string) error {
+// tryPresence writes node's Presence of pool once, guarded by the
+// version this Store knows, and returns what that version listed.
+func (s *Store) tryPresence(ctx context.Context, node, pool string, devices []string) ([]string, error) {
 	old, had, err := s.knownPresence(ctx, node, pool)
 	switch {
 	case err != nil:
-		return err
+		return nil, err
 	case devices == nil && !had, had && devices != nil && slices.Equal(old.devices, devices):
-		return errNoWrite
+		return old.devices, errNoWrite
 	}
 	name := PresenceName(node, pool)
 	if devices == nil {
@@ -204,11 +209,11 @@ func (s *Store) tryPresence(ctx context.Context, node, pool string, devices []st
 		if err == nil {
 			s.forgetPresence(name, old.rv)
 		}
-		return err
+		return old.devices, err
 	}
 	obj, err := presenceObject(presence{node: node, pool: pool, devices: devices, version: old.version}, s.namespace)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if had {
 		obj, err = s.presenceClient.Update(ctx, obj, metav1.UpdateOptions{FieldManager: fieldManager})
@@ -216,13 +221,13 @@ func (s *Store) tryPresence(ctx context.Context, node, pool string, devices []st
 		obj, err = s.presenceClient.Create(ctx, obj, metav1.CreateOptions{FieldManager: fieldManager})
 	}
 	if err != nil {
-		return err
+		return old.devices, err
 	}
 	p, err := toPresence(obj)
 	if err == nil {
 		s.learnPresence(name, p)
 	}
-	return err
+	return old.devices, err
 }
 
 // countIf counts an API write that was made (err nil) or refused by the
@@ -254,6 +259,24 @@ func (s *Store) seers() map[string][]string {
 	return out
 }
 
+// Nodes returns every node that an Instance this Store follows or a
+// Presence it knows names, sorted: for the departed-node sweep, with
+// AllPools, which knows every Presence, an empty one included.
+func (s *Store) Nodes(ctx context.Context) ([]string, error) {
+	all, err := s.List(ctx)
+	var names []string
+	for _, in := range all {
+		names = append(names, in.NodeNames()...)
+	}
+	s.mu.Lock()
+	for _, p := range s.presences {
+		names = append(names, p.node)
+	}
+	s.mu.Unlock()
+	slices.Sort(names)
+	return slices.Compact(names), err
+}
+
 // withSeers adds to each Instance's Nodes (those an older bridge wrote
 // into it) the nodes whose Presence lists it.
 func withSeers(all []instance.Instance, seers map[string][]string) {
@@ -271,17 +294,32 @@ func withSeers(all []instance.Instance, seers map[string][]string) {
 // AllPools: the one bridge that clears departed nodes, which must know
 // who sees each device.
 func (s *Store) followPresences(ctx context.Context) error {
-	informer := dynamicinformer.NewFilteredDynamicInformer(s.dynamic, PresenceResource, s.namespace, 0, cache.Indexers{}, nil).Informer()
-	if err := informer.SetTransform(dropManagedFields); err != nil {
+	informer, err := s.presenceInformerOf("", func(presence) bool { return true }, s.notify)
+	if err != nil {
 		return err
+	}
+	s.presenceInformer = informer
+	go informer.Run(ctx.Done())
+	return nil
+}
+
+// presenceInformerOf is an informer, not started, of the Presences the
+// label selector selects: it records each copy it brings that keep
+// accepts (learnPresence) and each deletion (forgetPresence) in what the
+// Store knows, then calls changed.
+func (s *Store) presenceInformerOf(selector string, keep func(presence) bool, changed func()) (cache.SharedIndexInformer, error) {
+	options := func(o *metav1.ListOptions) { o.LabelSelector = selector }
+	informer := dynamicinformer.NewFilteredDynamicInformer(s.dynamic, PresenceResource, s.namespace, 0, cache.Indexers{}, options).Informer()
+	if err := informer.SetTransform(dropManagedFields); err != nil {
+		return nil, err
 	}
 	learn := func(obj any) {
 		if o, ok := obj.(*unstructured.Unstructured); ok {
-			if p, err := toPresence(o); err == nil {
+			if p, err := toPresence(o); err == nil && keep(p) {
 				s.learnPresence(o.GetName(), p)
 			}
 		}
-		s.notify()
+		changed()
 	}
 	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: learn, UpdateFunc: func(_, obj any) { learn(obj) },
@@ -293,13 +331,8 @@ func (s *Store) followPresences(ctx context.Context) error {
 				rv, _ := resourceVersion(o)
 				s.forgetPresence(o.GetName(), rv)
 			}
-			s.notify()
+			changed()
 		},
 	})
-	if err != nil {
-		return err
-	}
-	s.presenceInformer = informer
-	go informer.Run(ctx.Done())
-	return nil
+	return informer, err
 }

@@ -108,11 +108,12 @@ func testJoinWrites(t *testing.T, env *apitest.Env) {
 	}
 }
 
-// testDepartedWrites: node n1 sees two pools and holds one slot; clearing
-// it is 2 Presence deletions and 1 Instance write.
+// testDepartedWrites: node n1 sees two pools and holds one slot, and
+// leaves (its bridge with it); clearing it is 2 Presence deletions and 1
+// Instance write.
 func testDepartedWrites(t *testing.T, env *apitest.Env) {
 	ns := env.Namespace(t)
-	n1 := newScopedStore(t, env.Config, ns)
+	n1, gone := stoppableStore(t, env.Config, ns, ServedPools)
 	all := cams(5)
 	observe(t, n1, "n1", all...)
 	dog := dogOf("n1", "rex")
@@ -126,6 +127,7 @@ func testDepartedWrites(t *testing.T, env *apitest.Env) {
 	janitor := newStore(t, env.Config, ns)
 	waitUsage(t, janitor, c.Instance, c.Slot, "n1", 5*time.Second)
 	waitNodes(t, janitor, dog.Name, "n1")
+	gone()
 	before := janitor.Stats().Writes
 	if freed, err := janitor.ForgetNode(t.Context(), "n1"); freed != 1 || err != nil {
 		t.Fatalf("ForgetNode(n1) freed %d, %v; want 1", freed, err)

@@ -21,6 +21,10 @@ type recentWrite struct {
 	// the watch's deletion event, which carries the deletion's own later
 	// resourceVersion, or a re-created object catches up with it.
 	rv uint64
+	// asOf is the resourceVersion at which the API server said so: the
+	// write's own, or that of the list that showed obj, or lacked it.
+	// What is known as of a later resourceVersion replaces it.
+	asOf uint64
 }
 
 // resourceVersion reads an object's resourceVersion as the integer etcd
@@ -50,17 +54,26 @@ func (s *Store) remember(name string, obj *unstructured.Unstructured, deletedRV 
 	if !ok {
 		return
 	}
+	w.asOf = w.rv
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if old, had := s.recent[name]; !had || old.rv < w.rv {
+	s.rememberLocked(name, w)
+}
+
+// rememberLocked records w unless what the Store knows of name is as of
+// a later resourceVersion. The caller holds s.mu.
+func (s *Store) rememberLocked(name string, w recentWrite) {
+	if old, had := s.recent[name]; !had || w.asOf > old.asOf || (w.asOf == old.asOf && w.rv > old.rv) {
 		s.recent[name] = w
 	}
 }
 
 // caughtUp forgets the recent write of an object the informer now holds
-// a copy of at least as new: it is the informer's event handler, before
-// the receivers of Changes are told.
-func (s *Store) caughtUp(item any) {
+// a copy of at least as new, and after a deletion event (deleted) a
+// recorded deletion, whatever its version: the informer holds nothing
+// then either. It is the informer's event handler, before the receivers
+// of Changes are told.
+func (s *Store) caughtUp(item any, deleted bool) {
 	if tomb, ok := item.(cache.DeletedFinalStateUnknown); ok {
 		item = tomb.Obj
 	}
@@ -71,7 +84,7 @@ func (s *Store) caughtUp(item any) {
 	rv, ok := resourceVersion(obj)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if w, had := s.recent[obj.GetName()]; had && (!ok || rv >= w.rv) {
+	if w, had := s.recent[obj.GetName()]; had && (!ok || rv >= w.rv || (deleted && w.obj == nil)) {
 		delete(s.recent, obj.GetName())
 	}
 }
@@ -110,7 +123,7 @@ func (s *Store) objects() []*unstructured.Unstructured {
 	names := map[string]*unstructured.Unstructured{}
 	for _, inf := range s.running() {
 		for _, item := range inf.GetStore().List() {
-			if obj, ok := item.(*unstructured.Unstructured); ok {
+			if obj, ok := item.(*unstructured.Unstructured); ok && !isStub(obj) {
 				names[obj.GetName()] = newerObject(names[obj.GetName()], obj)
 			}
 		}

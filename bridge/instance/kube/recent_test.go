@@ -63,7 +63,7 @@ func (c *laggingCache) catchUp() {
 	if err := apply(c.event); err != nil {
 		panic(err)
 	}
-	c.s.caughtUp(c.event)
+	c.s.caughtUp(c.event, c.deleted)
 	c.event = nil
 }
 

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
@@ -180,12 +182,17 @@ func (s *Store) watchBroken() bool {
 	return s.watch.broken
 }
 
-// relist lists the Instances the Store follows from the API server and
-// remembers each as the newest copy, and every cached one the list lacks
-// as deleted.
+// relist lists the Instances the Store follows from the API server, and
+// takes what each list says as known as of its resourceVersion: a listed
+// object newer than the informer's copy is remembered as the newest, and
+// a cached object a list lacks is remembered as deleted, but only where
+// that list selects it and is at least as new as the cached copy. The
+// lists of several selectors come at different resourceVersions: one
+// taken before an object was created says nothing of it. Nothing is
+// taken if the informers changed meanwhile.
 func (s *Store) relist(ctx context.Context) {
-	selectors := s.followedSelectors()
-	if len(selectors) == 0 {
+	selectors, gen, err := s.followedSelectors()
+	if err != nil || len(selectors) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, relistTimeout)
@@ -193,29 +200,81 @@ func (s *Store) relist(ctx context.Context) {
 	s.mu.Lock()
 	s.relists++
 	s.mu.Unlock()
-	listed := map[string]bool{}
-	var rv string
-	for _, selector := range selectors {
-		list, err := s.client.List(ctx, metav1.ListOptions{LabelSelector: selector})
+	lists := make([]selectorList, 0, len(selectors))
+	for _, sel := range selectors {
+		list, err := s.client.List(ctx, metav1.ListOptions{LabelSelector: sel.selector})
 		if err != nil {
 			return // still unreachable: stay stale
 		}
-		for i := range list.Items {
-			obj := &list.Items[i]
-			listed[obj.GetName()] = true
-			s.remember(obj.GetName(), obj, "")
+		rv, ok := parseRV(list.GetResourceVersion())
+		if !ok {
+			return
 		}
-		rv = list.GetResourceVersion()
+		lists = append(lists, selectorList{sel: sel, rv: rv, items: list.Items})
+		hook(s.test.relisted, sel.selector)
 	}
+	known := s.relisted(lists)
+	s.mu.Lock()
+	if s.followGen == gen {
+		for name, w := range known {
+			s.rememberLocked(name, w)
+		}
+		s.watch.stale = nil
+	}
+	s.mu.Unlock()
+	s.notify()
+}
+
+// selectorList is one of relist's lists.
+type selectorList struct {
+	sel   followedSelector
+	rv    uint64
+	items []unstructured.Unstructured
+}
+
+// relisted is what lists say that the informers do not hold yet, by
+// name: a listed object newer than the informer's copy (or than what the
+// Store remembers: a deletion an earlier list recorded), and the deletion
+// of a cached object that a list selecting it, at least as new as the
+// copy, lacks.
+func (s *Store) relisted(lists []selectorList) map[string]recentWrite {
+	recent := s.recentWrites()
+	cached := map[string]*unstructured.Unstructured{}
 	for _, inf := range s.running() {
-		for _, key := range inf.GetStore().ListKeys() {
-			if _, name, err := cache.SplitMetaNamespaceKey(key); err == nil && !listed[name] {
-				s.remember(name, nil, rv)
+		for _, item := range inf.GetStore().List() {
+			if obj, ok := item.(*unstructured.Unstructured); ok {
+				cached[obj.GetName()] = newerObject(cached[obj.GetName()], obj)
 			}
 		}
 	}
-	s.mu.Lock()
-	s.watch.stale = nil
-	s.mu.Unlock()
-	s.notify()
+	out := map[string]recentWrite{}
+	put := func(name string, w recentWrite) {
+		if old, had := out[name]; !had || w.asOf > old.asOf {
+			out[name] = w
+		}
+	}
+	for _, l := range lists {
+		listed := make(map[string]bool, len(l.items))
+		for i := range l.items {
+			obj := &l.items[i]
+			listed[obj.GetName()] = true
+			rv, _ := resourceVersion(obj)
+			_, remembered := recent[obj.GetName()]
+			if c := cached[obj.GetName()]; c == nil || rvOf(c) < rv || remembered {
+				put(obj.GetName(), recentWrite{obj: obj, rv: rv, asOf: l.rv})
+			}
+		}
+		for name, c := range cached {
+			if !listed[name] && l.sel.selects.Matches(labels.Set(c.GetLabels())) && rvOf(c) <= l.rv {
+				put(name, recentWrite{rv: l.rv + 1, asOf: l.rv})
+			}
+		}
+	}
+	return out
+}
+
+// rvOf is obj's resourceVersion, 0 when it is not an integer.
+func rvOf(obj *unstructured.Unstructured) uint64 {
+	rv, _ := resourceVersion(obj)
+	return rv
 }

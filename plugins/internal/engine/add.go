@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -140,7 +139,7 @@ func (c *call) usable(d *Device) bool {
 	if !checked {
 		err := checkNodeFiles(c.host, d.Nodes)
 		if err != nil {
-			fmt.Fprintf(c.host.Stderr, "device %q skipped: %v\n", d.ID, err)
+			c.host.Skip(d.ID, reasonOf(err), err)
 		}
 		ok = err == nil
 		c.nodesOK[d.ID] = ok

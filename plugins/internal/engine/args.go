@@ -21,7 +21,9 @@ import (
 // as SPEC.md says of args itself. Objects, and objects in lists, are read
 // strictly, by their json tags: a member no field names is refused, so
 // that a misspelt key is reported rather than ignored. Args no Arg names
-// are left alone: they may be another reader's.
+// are left alone: they are another reader's (the common args, or the
+// family's own), and skel has refused any member that no reader knows
+// (Family.Args).
 type Arg struct {
 	name string
 	dst  any

@@ -21,7 +21,7 @@ func (e *engine) info(a *skel.Args) (*spec.InfoResult, error) {
 // configuration's type always has a count, 0 when only its subtypes are
 // served (generic's dev-serial, dev-video): SPEC.md requires it.
 func (c *call) info() *spec.InfoResult {
-	r := &spec.InfoResult{Counts: map[string]int{c.args.Config.Type: 0}, Devices: []spec.DeviceInfo{}}
+	r := &spec.InfoResult{Counts: map[string]int{c.args.Config.Type: 0}, Devices: []spec.DeviceInfo{}, Skipped: c.host.skipped}
 	for _, rs := range c.inv.Resources {
 		r.Counts[rs.String()] = 0
 	}

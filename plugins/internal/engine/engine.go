@@ -59,7 +59,8 @@ func Plugin(f Family) skel.Plugin { return PluginWith(f, DefaultDeps()) }
 // PluginWith is Plugin with explicit deps.
 func PluginWith(f Family, d Deps) skel.Plugin {
 	e := &engine{family: f, deps: d}
-	return skel.Plugin{Types: f.Types, Info: e.info, Add: e.add, Del: e.del, List: e.list, GC: e.gc, Serves: e.servedSpecs}
+	return skel.Plugin{Types: f.Types, Args: append(CommonArgs(), f.Args...),
+		Info: e.info, Add: e.add, Del: e.del, List: e.list, GC: e.gc, Serves: e.servedSpecs}
 }
 
 type engine struct {
@@ -67,8 +68,19 @@ type engine struct {
 	deps   Deps
 }
 
-// commonArgs are the config args every plugin of this project honours
-// (SPEC.md, "Common arguments").
+// Names of the common args.
+const (
+	argRoot     = "root"
+	argStateDir = "stateDir"
+	argCapacity = "capacity"
+	argCDIKind  = "cdiKind"
+)
+
+// CommonArgs names the args every plugin of this project honours
+// (SPEC.md, "Common arguments"), besides its family's own.
+func CommonArgs() []string { return []string{argRoot, argStateDir, argCapacity, argCDIKind} }
+
+// commonArgs are the values of the common args.
 type commonArgs struct {
 	root     string
 	stateDir string
@@ -79,10 +91,10 @@ type commonArgs struct {
 func parseCommonArgs(cfg *spec.Config) (commonArgs, error) {
 	c := commonArgs{root: DefaultRoot, stateDir: DefaultStateDir, capacity: 1, cdiKind: "cdi.local/" + cfg.Type}
 	err := ReadArgs(cfg,
-		String("root", &c.root, absolutePath),
-		String("stateDir", &c.stateDir, absolutePath),
-		Int("capacity", &c.capacity, Between(1, maxCapacity)),
-		String("cdiKind", &c.cdiKind, checkCDIKind),
+		String(argRoot, &c.root, absolutePath),
+		String(argStateDir, &c.stateDir, absolutePath),
+		Int(argCapacity, &c.capacity, Between(1, maxCapacity)),
+		String(argCDIKind, &c.cdiKind, checkCDIKind),
 	)
 	return c, err
 }

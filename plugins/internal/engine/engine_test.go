@@ -385,7 +385,7 @@ func TestAddChecksTheNodesItConsiders(t *testing.T) {
 			}
 			var skipped []string
 			for _, id := range []string{"gpu0", "gpu1", "gpu2", "gpu3"} {
-				if strings.Contains(stderr.String(), `device "`+id+`" skipped`) {
+				if strings.Contains(stderr.String(), `skipped device "`+id+`"`) {
 					skipped = append(skipped, id)
 				}
 			}

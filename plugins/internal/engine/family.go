@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"io"
 	"io/fs"
 	"slices"
@@ -15,6 +16,11 @@ type Family struct {
 	Name string
 	// Types lists the resource-types the plugin serves; empty means any.
 	Types []string
+	// Args names the family's own args, those Discover reads with
+	// ReadArgs. With the common args (CommonArgs) they are the only
+	// members a configuration's args may hold: skel refuses any other
+	// with code 15, so that a misspelt key is an error, not a default.
+	Args []string
 	// Discover lists the resource-specs the configuration serves and the
 	// devices behind them. It reads the family's own args with ReadArgs,
 	// whose spec errors (code 8) it returns as they are; other errors
@@ -48,6 +54,23 @@ type Host struct {
 	// of the others, and the reads only those need. Inventory.Resources
 	// still lists every resource-spec served.
 	Wanted []spec.ResourceSpec
+
+	// skipped counts the devices Skip passed over, by reason.
+	skipped map[string]int
+}
+
+// Skip passes over a device that discovery found but must not offer: it
+// says on Stderr, in one line, which device (its id, or its nodes where
+// it has no id) and why, and counts it under reason (one of spec's Skip
+// reasons) for INFO's skipped_devices, so that an operator can tell why a
+// device is not offered. Control characters in the line are escaped: a
+// device's name must not forge lines in the caller's log.
+func (h *Host) Skip(device, reason string, why error) {
+	fmt.Fprintln(h.Stderr, escapeControl(fmt.Sprintf("skipped device %q (%s): %v", device, reason, why)))
+	if h.skipped == nil {
+		h.skipped = map[string]int{}
+	}
+	h.skipped[reason]++
 }
 
 // Wants reports whether the call asks for devices of rs (Wanted).

@@ -6,24 +6,48 @@ import (
 	"io/fs"
 	"path"
 	"path/filepath"
+	"strings"
 
 	"github.com/cdiexec/cdi/plugins/internal/sysfs"
 	"github.com/cdiexec/cdi/spec"
 )
 
-// keepDevices drops, with a note on stderr, every device whose nodes
-// check refuses: checkNodes, or checkNodePaths where the files are
-// checked later, device by device (call.usable).
+// keepDevices drops, through Host.Skip, every device whose nodes check
+// refuses: checkNodes, or checkNodePaths where the files are checked
+// later, device by device (call.usable).
 func keepDevices(h *Host, devs []Device, check func(*Host, []spec.DeviceNode) error) []Device {
 	kept := devs[:0]
 	for _, d := range devs {
 		if err := check(h, d.Nodes); err != nil {
-			fmt.Fprintf(h.Stderr, "device %q skipped: %v\n", d.ID, err)
+			h.Skip(d.ID, reasonOf(err), err)
 			continue
 		}
 		kept = append(kept, d)
 	}
 	return kept
+}
+
+// refusal is a node check's error: why a device's nodes are refused, and
+// the reason of skipped_devices it counts under.
+type refusal struct {
+	reason string
+	err    error
+}
+
+func refuse(reason string, format string, args ...any) error {
+	return &refusal{reason: reason, err: fmt.Errorf(format, args...)}
+}
+
+func (r *refusal) Error() string { return r.err.Error() }
+func (r *refusal) Unwrap() error { return r.err }
+
+// reasonOf is the reason err was refused for; an error the checks did not
+// judge is a node that could not be read.
+func reasonOf(err error) string {
+	if r, ok := errors.AsType[*refusal](err); ok {
+		return r.reason
+	}
+	return spec.SkipUnreadable
 }
 
 // checkNodes refuses nodes that a container must not be given: a path
@@ -44,7 +68,7 @@ func checkNodes(h *Host, nodes []spec.DeviceNode) error {
 func checkNodePaths(_ *Host, nodes []spec.DeviceNode) error {
 	for _, n := range nodes {
 		if p := n.HostPath; !path.IsAbs(p) || path.Clean(p) != p || hasControl(p) {
-			return fmt.Errorf("node path %q is not a clean absolute path of printable characters", p)
+			return refuse(spec.SkipBadPath, "node path %q is not a clean absolute path of printable characters", p)
 		}
 	}
 	return nil
@@ -56,7 +80,7 @@ func checkNodeFiles(h *Host, nodes []spec.DeviceNode) error {
 		p := n.HostPath
 		name, err := sysfs.HostToName(p)
 		if err != nil {
-			return err
+			return &refusal{reason: spec.SkipBadPath, err: err}
 		}
 		fi, err := fs.Stat(h.FS, name)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -66,11 +90,11 @@ func checkNodeFiles(h *Host, nodes []spec.DeviceNode) error {
 			return fmt.Errorf("node %s: %w", p, err)
 		}
 		if !isDeviceNode(fi, h.Root) {
-			return fmt.Errorf("node %s is not a device node but %s", p, kind(fi))
+			return refuse(spec.SkipNotDeviceNode, "node %s is not a device node but %s", p, kind(fi))
 		}
 		if filepath.Clean(h.Root) != "/" {
 			if err := sysfs.Inside(h.FS, name); err != nil {
-				return fmt.Errorf("node %s leads out of root %s: %w", p, h.Root, err)
+				return refuse(spec.SkipOutsideRoot, "node %s leads out of root %s: %w", p, h.Root, err)
 			}
 		}
 	}
@@ -103,10 +127,25 @@ func kind(fi fs.FileInfo) string {
 }
 
 func hasControl(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] == 0x7f {
-			return true
-		}
+	return strings.IndexFunc(s, isControl) >= 0
+}
+
+// isControl is an ASCII control character, the bytes that move a
+// terminal's cursor or end a line.
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+
+// escapeControl writes each ASCII control character of s as \xNN.
+func escapeControl(s string) string {
+	if !hasControl(s) {
+		return s
 	}
-	return false
+	var b strings.Builder
+	for _, r := range s {
+		if isControl(r) {
+			fmt.Fprintf(&b, "\\x%02x", r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

@@ -25,7 +25,7 @@ func TestConformance(t *testing.T) {
 		stdoutHas string
 		stderrHas string
 	}{
-		{"a conforming plugin by name", []string{"conformance", "generic-tty"}, tty, 0, "26 rules: 26 passed, 0 failed", ""},
+		{"a conforming plugin by name", []string{"conformance", "generic-tty"}, tty, 0, "27 rules: 27 passed, 0 failed", ""},
 		{"by path", []string{"conformance", filepath.Join(binDir, "generic-tty")}, tty, 0, "PASS    concurrent-add ", ""},
 		{"a broken plugin", []string{"conformance", "testplugin"}, dropIn("tty", "T", "twodocs"), 1, "FAIL    stdout-one-document", ""},
 		{"no plugin", []string{"conformance"}, tty, 2, "", "give one plugin"},

@@ -31,6 +31,7 @@ type clusterOptions struct {
 	claims, capacity int
 	inFlight         int // claims under way at once, each by another node
 	others           int // Instances of other pools in the scoped phase
+	startup          int // new devices of one node's first discovery
 }
 
 // check refuses sizes the simulation cannot run: the sweep needs a
@@ -89,7 +90,7 @@ func simulate(ctx context.Context, o clusterOptions, env *apitest.Env, out io.Wr
 		run  func(context.Context) error
 	}{
 		{"starting stores", s.start}, {"setup", s.setup}, {"allocations", s.allocate},
-		{"departed-node sweep", s.sweep}, {"release", s.release}, {"scoped", s.scoped},
+		{"departed-node sweep", s.sweep}, {"release", s.release}, {"scoped", s.scoped}, {"startup", s.startup},
 	}
 	start := time.Now()
 	for _, step := range steps {

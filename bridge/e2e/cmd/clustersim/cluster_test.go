@@ -88,7 +88,7 @@ func TestRun(t *testing.T) {
 		t.Skip("starts etcd and a kube-apiserver")
 	}
 	var out bytes.Buffer
-	o := clusterOptions{nodes: 3, instances: 10, claims: 10, capacity: 4, inFlight: 4, others: 100}
+	o := clusterOptions{nodes: 3, instances: 10, claims: 10, capacity: 4, inFlight: 4, others: 100, startup: 50}
 	if err := run(t.Context(), o, &out, t.Output()); err != nil {
 		t.Fatalf("%v\noutput so far:\n%s", err, out.String())
 	}
@@ -102,5 +102,10 @@ func TestRun(t *testing.T) {
 	// the 100 others' writes.
 	if !regexp.MustCompile(`(?m)^scoped +heap .* / 0 +target: .* met$`).MatchString(out.String()) {
 		t.Errorf("the scoped phase missed its target:\n%s", out.String())
+	}
+	// A node's first discovery of 50 new devices writes 50 Instances and
+	// its Presence, nothing more.
+	if !regexp.MustCompile(`(?m)^startup +requests .* 51 writes, 0 conflicts +met$`).MatchString(out.String()) {
+		t.Errorf("the start-up phase missed its target:\n%s", out.String())
 	}
 }

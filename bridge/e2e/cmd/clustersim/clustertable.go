@@ -34,6 +34,7 @@ type clusterResult struct {
 	releaseLoad         load
 	releaseTook         time.Duration
 	scoped              scopedResult
+	startup             startupResult
 }
 
 // printCluster prints the simulation as one table.
@@ -55,9 +56,10 @@ func printCluster(w io.Writer, r clusterResult) {
 	cpuRow(row, "release", r.releaseLoad)
 	row("release", "slots left claimed, in every store's view and the API's", "none (checked)", "", "-")
 	scopedRows(row, r.scoped)
+	startupRows(row, r.startup)
 	tw.Flush()
-	fmt.Fprintln(w, "requests: every request of every node's client (its informer's included), sorted by verb: GET of one Instance,")
-	fmt.Fprintln(w, "LIST, WATCH (streams opened), writes (PUT, POST, DELETE); watch events and bytes are those the clients read,")
+	fmt.Fprintln(w, "requests: every request of every node's client (its informers' included), sorted by verb: GET of one object,")
+	fmt.Fprintln(w, "LIST of Instances or Presences, WATCH (streams opened), writes (PUT, POST, DELETE); watch events and bytes are those the clients read,")
 	fmt.Fprintln(w, "one event per line of the streams. Propagation: from a Claim's return until the last other store's view shows")
 	fmt.Fprintln(w, "it, each store checked on its Changes() feed (a Get on each wake-up, no poll), so scheduling delay on this")
 	fmt.Fprintln(w, "machine's 2 cores is included; negative = before the return. target: 1 write that goes through per allocation,")

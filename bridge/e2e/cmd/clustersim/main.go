@@ -14,9 +14,12 @@
 // janitor does (kube.Store.ForgetNode); then every claim released and
 // none left; then a node serving a local pool of 8 devices beside
 // -sim-others Instances of other pools (its store's heap, and the events
-// it hears while those are all written again). -sim-nodes,
-// -sim-instances, -sim-claims, -sim-capacity, -sim-inflight and
-// -sim-others size it.
+// it hears while those are all written again); last, one node's first
+// discovery of -sim-startup new devices through a store with the bridge's
+// client rate limits (kube.ClientQPS and ClientBurst), time and requests,
+// against the same objects written with an unlimited client. -sim-nodes,
+// -sim-instances, -sim-claims, -sim-capacity, -sim-inflight, -sim-others
+// and -sim-startup size it.
 //
 // `make bench` runs it; alone, from bridge/e2e:
 //
@@ -51,6 +54,7 @@ func main() {
 	flag.IntVar(&o.capacity, "sim-capacity", 4, "slots per shared Instance")
 	flag.IntVar(&o.inFlight, "sim-inflight", 8, "claims under way at once")
 	flag.IntVar(&o.others, "sim-others", 10000, "Instances of other pools beside a node that serves a local pool of 8, 0 for none")
+	flag.IntVar(&o.startup, "sim-startup", 5000, "new devices of one node's first discovery, 0 for none")
 	flag.Parse()
 	if err := o.check(); err != nil {
 		fmt.Fprintln(os.Stderr, "clustersim:", err)

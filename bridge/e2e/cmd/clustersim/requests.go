@@ -14,8 +14,8 @@ import (
 type requestKind int
 
 const (
-	reqGet   requestKind = iota // one Instance
-	reqList                     // the collection, once
+	reqGet   requestKind = iota // one object
+	reqList                     // a collection (Instances or Presences), once
 	reqWatch                    // the collection, streamed
 	reqWrite                    // PUT, PATCH, POST, DELETE
 	numKinds
@@ -85,7 +85,7 @@ func kindOf(req *http.Request) requestKind {
 		return reqWrite
 	case q.Get("watch") == "true" || q.Get("watch") == "1":
 		return reqWatch
-	case strings.HasSuffix(req.URL.Path, "/"+kube.Resource.Resource):
+	case strings.HasSuffix(req.URL.Path, "/"+kube.Resource.Resource), strings.HasSuffix(req.URL.Path, "/"+kube.PresenceResource.Resource):
 		return reqList
 	}
 	return reqGet

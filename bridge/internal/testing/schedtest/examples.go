@@ -5,8 +5,10 @@ import (
 	"strings"
 	"testing"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
 	"github.com/cdiexec/cdi/bridge/internal/testing/apitest"
@@ -66,4 +68,24 @@ func exampleDocs(t testing.TB, file string) [][]byte {
 		docs = append(docs, []byte(d))
 	}
 	return docs
+}
+
+// BindDRARole gives user the shipped ClusterRole of the DRA front end
+// (the first document of the examples' rbac.yaml) and nothing else, so
+// that a test shows it is enough.
+func BindDRARole(t testing.TB, client kubernetes.Interface, user string) {
+	t.Helper()
+	var role rbacv1.ClusterRole
+	if err := yaml.UnmarshalStrict(exampleDocs(t, "rbac.yaml")[0], &role); err != nil || role.Kind != "ClusterRole" {
+		t.Fatalf("rbac.yaml's first document: %+v, %v", role, err)
+	}
+	if _, err := client.RbacV1().ClusterRoles().Create(t.Context(), &role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}
+	if _, err := client.RbacV1().ClusterRoleBindings().Create(t.Context(), binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -2,6 +2,7 @@ package schedtest
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -52,4 +53,19 @@ func (c *Cluster) AllocatedClaim(t testing.TB, pod *corev1.Pod) *resourceapi.Res
 		t.Fatalf("claim of pod %s: %+v, %v", pod.Name, claim, err)
 	}
 	return claim
+}
+
+// Selects is the hostnames a shared device's node selector selects, by
+// one term of one kubernetes.io/hostname In requirement
+// (dradevices.NodesSelector), or what else it has.
+func Selects(d resourceapi.Device) string {
+	if d.NodeSelector == nil || len(d.NodeSelector.NodeSelectorTerms) != 1 {
+		return fmt.Sprintf("%+v", d.NodeSelector)
+	}
+	term := d.NodeSelector.NodeSelectorTerms[0]
+	r := term.MatchExpressions
+	if len(term.MatchFields) != 0 || len(r) != 1 || r[0].Key != corev1.LabelHostname || r[0].Operator != corev1.NodeSelectorOpIn {
+		return fmt.Sprintf("%+v", d.NodeSelector)
+	}
+	return fmt.Sprint(r[0].Values)
 }

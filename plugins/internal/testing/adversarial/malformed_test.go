@@ -3,6 +3,7 @@ package adversarial
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -25,6 +26,9 @@ type target struct {
 	plugin, dropIn, request string
 	// badArg is one of the plugin's own args with a value of the wrong kind.
 	badArg map[string]any
+	// ownArg is one of the plugin's own args, and misspelt that name
+	// with a letter dropped.
+	ownArg, misspelt string
 	// otherType is the code for a drop-in of another type: 9 from a
 	// plugin with types of its own, 4 from one that serves whatever type
 	// its drop-in names (the request's resource-spec is then not served).
@@ -32,10 +36,14 @@ type target struct {
 }
 
 var targets = []target{
-	{"generic-tty", "tty.d/generic.conf", "tty:1", map[string]any{"num_system_reserved": "twelve"}, spec.CodeTypeMismatch},
-	{"drm", "gpu.d/drm.conf", "gpu:1", map[string]any{"want_device_nodes": 5}, spec.CodeUnsupportedResource},
-	{"generic", "dev.d/generic.conf", "dev-serial:1", map[string]any{"groups": "serial"}, spec.CodeUnsupportedResource},
-	{"endpoint", "camera.d/endpoint.conf", "camera:1", map[string]any{"endpoints": []any{map[string]any{"url": 7}}}, spec.CodeUnsupportedResource},
+	{"generic-tty", "tty.d/generic.conf", "tty:1", map[string]any{"num_system_reserved": "twelve"},
+		"num_system_reserved", "num_system_reservd", spec.CodeTypeMismatch},
+	{"drm", "gpu.d/drm.conf", "gpu:1", map[string]any{"want_device_nodes": 5},
+		"want_device_nodes", "want_device_node", spec.CodeUnsupportedResource},
+	{"generic", "dev.d/generic.conf", "dev-serial:1", map[string]any{"groups": "serial"},
+		"groups", "grups", spec.CodeUnsupportedResource},
+	{"endpoint", "camera.d/endpoint.conf", "camera:1", map[string]any{"endpoints": []any{map[string]any{"url": 7}}},
+		"endpoints", "endpoint", spec.CodeUnsupportedResource},
 }
 
 // row is one malformed call: the environment on top of a valid ADD, the
@@ -70,6 +78,9 @@ func rows(tg target) []row {
 		{name: "arg capacity a string", conf: setArgs(map[string]any{"capacity": "4"}), code: spec.CodeInvalidConfig},
 		{name: "arg stateDir relative", conf: setArgs(map[string]any{"stateDir": "state"}), code: spec.CodeInvalidConfig},
 		{name: "arg of the plugin's own, wrong kind", conf: setArgs(tg.badArg), code: spec.CodeInvalidConfig},
+		{name: "arg root misspelt", conf: renameArg("root", "rot"), code: spec.CodeUnknownArg},
+		{name: "arg of the plugin's own, misspelt", conf: renameArg(tg.ownArg, tg.misspelt), code: spec.CodeUnknownArg},
+		{name: "arg unknown beside a malformed request", env: map[string]string{"CDI_REQUEST": "x:0"}, conf: setArgs(map[string]any{"future": true}), code: spec.CodeUnknownArg},
 		{name: "CDI_VERSION unknown", env: map[string]string{"CDI_VERSION": "9.9.9"}, code: spec.CodeIncompatibleVersion},
 		{name: "CDI_COMMAND unknown", env: map[string]string{"CDI_COMMAND": "FORMAT"}, code: spec.CodeUnsupportedCommand},
 		{name: "CDI_COMMAND with a zero-width space", env: map[string]string{"CDI_COMMAND": "ADD\u200b"}, code: spec.CodeUnsupportedCommand},
@@ -86,6 +97,41 @@ func rows(tg target) []row {
 		{name: "CDI_REQUEST_NUMA_LOCALITY not a number", env: map[string]string{"CDI_REQUEST_NUMA_LOCALITY": "0,x"}, code: spec.CodeInvalidParameter},
 		{name: "CDI_REQUEST_DEVICES malformed", env: map[string]string{"CDI_REQUEST_DEVICES": "a b"}, code: spec.CodeInvalidParameter},
 		{name: "CDI_REQUEST_DEVICES unknown", env: map[string]string{"CDI_REQUEST_DEVICES": "no-such-device"}, code: spec.CodeUnknownDevice},
+	}
+}
+
+// renameArg returns a change of the drop-in that moves args.from to
+// args.to.
+func renameArg(from, to string) func(map[string]any) {
+	return func(doc map[string]any) {
+		args := doc["args"].(map[string]any)
+		args[to] = args[from]
+		delete(args, from)
+	}
+}
+
+// TestMisspeltArgs: every plugin refuses a misspelt arg, common or its
+// own, with every command, naming the key and the one it was likely
+// meant for; INFO does not answer with the default in its place.
+func TestMisspeltArgs(t *testing.T) {
+	for _, tg := range targets {
+		for _, names := range [][2]string{{"root", "rot"}, {tg.ownArg, tg.misspelt}} {
+			t.Run(tg.plugin+"/"+names[1], func(t *testing.T) {
+				doc := shippedDropIn(t, tg.dropIn)
+				renameArg(names[0], names[1])(doc)
+				hint := fmt.Sprintf("%q (did you mean %q?)", names[1], names[0])
+				for _, env := range []map[string]string{
+					{"CDI_COMMAND": "INFO"}, {"CDI_COMMAND": "ADD", "CDI_REQUEST": tg.request, "CDI_REQUEST_ID": "adv-1"},
+					{"CDI_COMMAND": "DEL", "CDI_REQUEST_ID": "adv-1"}, {"CDI_COMMAND": "LIST"}, {"CDI_COMMAND": "GC", "CDI_VALID_REQUEST_IDS": "adv-1"},
+				} {
+					res := run(t, tg, env, marshal(t, doc))
+					details, _ := res.Doc["details"].(string)
+					if spec.Code(res.Code()) != spec.CodeUnknownArg || !strings.Contains(details, hint) || !strings.Contains(details, names[0]+", ") && !strings.HasSuffix(details, names[0]) {
+						t.Errorf("%s: exit %d, stdout %s; want code 15 with %s, listing %s among the known", env["CDI_COMMAND"], res.Status, res.Stdout, hint, names[0])
+					}
+				}
+			})
+		}
 	}
 }
 

@@ -12,6 +12,10 @@
 //	no-lock                changes a private copy of the state and puts it
 //	                       back, so that parallel calls lose each other's
 //	                       allocations, as without the state lock
+//	args-ignored           drops the args members generic-tty does not
+//	                       know, so that a misspelt one is ignored
+//	skipped-malformed      adds a skipped_devices with a malformed reason
+//	                       to every INFO result
 //
 // A drop-in without args.stateDir gets the directory state-<defect>
 // beside the binary, so that a test can run the rules in a state of its
@@ -41,6 +45,9 @@ func main() {
 	defect := strings.TrimPrefix(filepath.Base(self), "broken-")
 	stdin, _ := io.ReadAll(os.Stdin)
 	stdin = withStateDir(stdin, filepath.Join(filepath.Dir(self), "state-"+defect))
+	if defect == "args-ignored" {
+		stdin = knownArgsOnly(stdin)
+	}
 	delegate := filepath.Join(filepath.Dir(self), "generic-tty")
 	var stdout []byte
 	var status int
@@ -90,6 +97,8 @@ func spoil(defect string, stdout []byte, status int) ([]byte, int) {
 		return stdout, 0
 	case defect == "versions-newest-first" && command == "VERSION":
 		return reverseVersions(stdout), status
+	case defect == "skipped-malformed" && command == "INFO" && code == 0:
+		return withMember(stdout, "skipped_devices", map[string]int{"Not A Reason": 1}), status
 	}
 	return stdout, status
 }
@@ -99,6 +108,17 @@ func errorCode(stdout []byte) int {
 	var doc struct{ Code int }
 	_ = json.Unmarshal(stdout, &doc)
 	return doc.Code
+}
+
+// withMember sets a member of a result document.
+func withMember(stdout []byte, name string, value any) []byte {
+	var doc map[string]any
+	if json.Unmarshal(stdout, &doc) != nil {
+		return stdout
+	}
+	doc[name] = value
+	out, _ := json.Marshal(doc)
+	return append(out, '\n')
 }
 
 func reverseVersions(stdout []byte) []byte {
@@ -153,6 +173,26 @@ func copyFile(from, to string) error {
 		return err
 	}
 	return os.WriteFile(to, data, 0o600)
+}
+
+// knownArgsOnly removes from a drop-in's args every member generic-tty
+// does not know.
+func knownArgsOnly(stdin []byte) []byte {
+	var doc map[string]any
+	if json.Unmarshal(stdin, &doc) != nil {
+		return stdin
+	}
+	args, ok := doc["args"].(map[string]any)
+	if !ok {
+		return stdin
+	}
+	for k := range args {
+		if !slices.Contains([]string{"root", "stateDir", "capacity", "cdiKind", "num_system_reserved"}, k) {
+			delete(args, k)
+		}
+	}
+	out, _ := json.Marshal(doc)
+	return out
 }
 
 // withStateDir sets args.stateDir of a drop-in that has none.

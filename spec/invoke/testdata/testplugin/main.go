@@ -30,7 +30,7 @@ func main() {
 	if strings.EqualFold(os.Getenv(spec.EnvCommand), spec.CmdVersion) && answerVersion() {
 		return
 	}
-	skel.Main(skel.Plugin{Info: info, Add: add, Del: del, List: list, GC: gc})
+	skel.Main(skel.Plugin{Info: info, Add: add, Del: del, List: list, GC: gc, Args: []string{"mode", "markDir"}})
 }
 
 // answerVersion answers VERSION itself in the modes that test negotiation

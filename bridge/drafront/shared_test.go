@@ -1,4 +1,4 @@
-package main
+package drafront
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"github.com/cdiexec/cdi/bridge/discovery"
 	"github.com/cdiexec/cdi/bridge/dradevices"
 	"github.com/cdiexec/cdi/bridge/instance/local"
+	"github.com/cdiexec/cdi/bridge/internal/testing/schedtest"
 	"github.com/cdiexec/cdi/spec"
 	"github.com/cdiexec/cdi/spec/invoke"
 )
@@ -35,7 +36,7 @@ func cameras(devs ...spec.DeviceInfo) discovery.Pool {
 // left, takes the node out of its cameras' nodes.
 func TestObserveShared(t *testing.T) {
 	store := local.New(filepath.Join(t.TempDir(), "instances.json"))
-	f := &draFrontEnd{node: "n1", store: store, log: slog.New(slog.DiscardHandler)}
+	f := &FrontEnd{node: "n1", store: store, log: slog.New(slog.DiscardHandler)}
 	ctx := context.Background()
 	gate := spec.DeviceInfo{ID: "gate", Resource: "camera", Shared: true, Healthy: true, Capacity: 2}
 	dock := spec.DeviceInfo{ID: "dock", Resource: "camera", Shared: true, Healthy: false, Capacity: 2}
@@ -98,13 +99,13 @@ func TestLeadSharedWaitsForDiscovery(t *testing.T) {
 	client := fake.NewClientset(left, node)
 	store := local.New(filepath.Join(t.TempDir(), "instances.json"))
 	gate := spec.DeviceInfo{ID: "gate", Resource: "camera", Shared: true, Healthy: true, Capacity: 2}
-	f := &draFrontEnd{node: "n1", driver: "cdi.local", client: client, store: store, log: slog.New(slog.DiscardHandler),
+	f := &FrontEnd{node: "n1", driver: "cdi.local", client: client, store: store, log: slog.New(slog.DiscardHandler),
 		poolsChanged: make(chan struct{}, 1), sliceSyncDelay: ptr.To(100 * time.Millisecond)}
 	f.observeShared(ctx, []discovery.Pool{cameras(gate)})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		f.leadShared(ctx, leaderStore{store})
+		f.LeadShared(ctx, leaderStore{store})
 	}()
 
 	time.Sleep(3 * sharedMinGap)
@@ -139,7 +140,7 @@ func sliceSelects(t *testing.T, client *fake.Clientset) string {
 	if len(l.Items) != 1 || len(l.Items[0].Spec.Devices) != 1 {
 		return fmt.Sprintf("slices %+v", l.Items)
 	}
-	return selected(l.Items[0].Spec.Devices[0])
+	return schedtest.Selects(l.Items[0].Spec.Devices[0])
 }
 
 // leaderStore is a local store as the leader's departed.Store: leadShared
@@ -147,5 +148,7 @@ func sliceSelects(t *testing.T, client *fake.Clientset) string {
 type leaderStore struct{ *local.Store }
 
 func (leaderStore) ForgetNode(context.Context, string) (int, error) { return 0, nil }
+
+func (leaderStore) Nodes(context.Context) ([]string, error) { return nil, nil }
 
 func (leaderStore) PruneUnseen(context.Context, time.Duration, time.Time) (int, error) { return 0, nil }

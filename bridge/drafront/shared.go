@@ -1,4 +1,4 @@
-package main
+package drafront
 
 import (
 	"context"
@@ -45,7 +45,7 @@ func sharedSeen(node string, p discovery.Pool) []instance.Instance {
 // call, so that the leader publishes them with this node in their node
 // selectors. A pool without shared devices is not recorded, unless it
 // had some before. Called by the publishing goroutine only.
-func (f *draFrontEnd) observeShared(ctx context.Context, pools []discovery.Pool) {
+func (f *FrontEnd) observeShared(ctx context.Context, pools []discovery.Pool) {
 	now := map[string]bool{}
 	for _, p := range pools {
 		seen := sharedSeen(f.node, p)
@@ -77,7 +77,7 @@ type changeSource interface {
 	Changes() (<-chan struct{}, func())
 }
 
-// leadShared is departed.Config.WhileLeading: until ctx ends, it keeps
+// LeadShared is departed.Config.WhileLeading: until ctx ends, it keeps
 // the shared devices of the DRA pools published once for the cluster
 // (dradevices.SharedResources) from store, the leader's view of every
 // Instance and Presence, with a slice controller of no owner, which
@@ -88,7 +88,7 @@ type changeSource interface {
 // The controller starts only once this bridge's discovery has handed over
 // its pools: started with no resources it would delete the slices the
 // last leader published.
-func (f *draFrontEnd) leadShared(ctx context.Context, store departed.Store) {
+func (f *FrontEnd) LeadShared(ctx context.Context, store departed.Store) {
 	f.log.Info("leading: publishing the shared devices of the DRA pools")
 	hostname, err := f.watchHostnames(ctx)
 	if err != nil {
@@ -136,7 +136,7 @@ func (f *draFrontEnd) leadShared(ctx context.Context, store departed.Store) {
 
 // sharedResources is what the leader publishes now; false before the
 // first discovery, or when the store cannot list every Instance.
-func (f *draFrontEnd) sharedResources(ctx context.Context, store departed.Store, hostname func(string) string) (*resourceslice.DriverResources, bool) {
+func (f *FrontEnd) sharedResources(ctx context.Context, store departed.Store, hostname func(string) string) (*resourceslice.DriverResources, bool) {
 	f.mu.Lock()
 	pools := f.pools
 	f.mu.Unlock()
@@ -154,7 +154,7 @@ func (f *draFrontEnd) sharedResources(ctx context.Context, store departed.Store,
 
 // startSharedController starts the controller of the shared pools'
 // slices, or returns nil (logged) to try again at the next change.
-func (f *draFrontEnd) startSharedController(ctx context.Context, res *resourceslice.DriverResources) *resourceslice.Controller {
+func (f *FrontEnd) startSharedController(ctx context.Context, res *resourceslice.DriverResources) *resourceslice.Controller {
 	ctrl, err := resourceslice.StartController(ctx, resourceslice.Options{DriverName: f.driver, KubeClient: f.client, Resources: res,
 		SyncDelay: f.sliceSyncDelay, ErrorHandler: func(_ context.Context, err error, msg string) {
 			f.log.Error("publishing the shared devices' ResourceSlices", "msg", msg, "error", err)
@@ -172,7 +172,7 @@ func (f *draFrontEnd) startSharedController(ctx context.Context, res *resourcesl
 // names (dradevices.NodesSelector). A node without a Node object or the
 // label (the kubelet sets it) is taken to have its name as its hostname,
 // as it has unless --hostname-override and the node name differ.
-func (f *draFrontEnd) watchHostnames(ctx context.Context) (func(node string) string, error) {
+func (f *FrontEnd) watchHostnames(ctx context.Context) (func(node string) string, error) {
 	factory := informers.NewSharedInformerFactoryWithOptions(f.client, 0, informers.WithTransform(hostnameOnly))
 	informer := factory.Core().V1().Nodes().Informer()
 	factory.Start(ctx.Done())
