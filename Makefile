@@ -46,28 +46,28 @@ help:
 	@echo "make image          the bridge's multi-arch image as an OCI layout, bin/cdi-bridge-image.tar (IMAGE=name:tag, ARCHES=\"amd64 arm64\")"
 	@echo "make clean          remove bin/"
 
-# Static and stripped, the tools as the plugins: nothing of the host's C
-# library is needed, and the symbol table is not (panics still print
-# their stack: -s keeps the runtime's own tables). The plugins alone are
-# built without the Green Tea collector's in-span mark bits, a fresh page
-# per span that a process of a few milliseconds, which never collects,
-# pays for nothing (plugins/buildenv says why, and holds its Go callers,
-# the image and the benchmarks, to this value).
-PLUGIN_GOEXPERIMENT := nogreenteagc
+# Every binary is built one way, the one that ships: static (nothing of
+# the host's C library is needed), -trimpath, stripped of its symbol
+# table (panics still print their stack: -s keeps the runtime's own
+# tables), and -buildvcs=auto, so that it reports the commit it was built
+# from (the plugins' VERSION, the tools' --version). internal/gobuild
+# says the same for the Go programs that build binaries: the image, the
+# tests' plugins, the benchmarks. plugins/exectest's TestBuildIsShipped
+# builds a plugin with this target (BIN and BINARIES are for it: bin/ and
+# every binary unless told) and as the tests do, and compares the two.
+BIN      := bin
+BINARIES := $(addprefix ./plugins/,$(PLUGINS)) ./spec/cmd/cditool ./bridge/cmd/cdi-bridge
 build:
-	@mkdir -p bin
-	@# -buildvcs=auto: the binaries report the commit they were built from
-	@# (the plugins' VERSION, the tools' --version).
-	CGO_ENABLED=0 GOEXPERIMENT=$(PLUGIN_GOEXPERIMENT) $(GO) build -trimpath -ldflags=-s -buildvcs=auto -o bin/ $(addprefix ./plugins/,$(PLUGINS))
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-s -buildvcs=auto -o bin/ ./spec/cmd/cditool ./bridge/cmd/cdi-bridge
+	@mkdir -p $(BIN)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-s -buildvcs=auto -o $(BIN)/ $(BINARIES)
 
 # Only the drop-ins conf.d/node-defaults.list names, as in the image: the
 # others are examples (the host's virtual consoles, example cameras).
 # Drop-ins an operator already has are left alone: they are configuration.
 install: build
 	install -d $(DESTDIR)$(PLUGINDIR) $(DESTDIR)$(CONFDIR) $(DESTDIR)$(PREFIX)/bin
-	install -m 0755 $(addprefix bin/,$(PLUGINS)) $(DESTDIR)$(PLUGINDIR)/
-	install -m 0755 $(addprefix bin/,$(TOOLS)) $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(addprefix $(BIN)/,$(PLUGINS)) $(DESTDIR)$(PLUGINDIR)/
+	install -m 0755 $(addprefix $(BIN)/,$(TOOLS)) $(DESTDIR)$(PREFIX)/bin/
 	@cd conf.d && for f in $$(sed -e 's/#.*//' node-defaults.list); do \
 		dst="$(DESTDIR)$(CONFDIR)/$$f"; \
 		if [ -e "$$dst" ]; then echo "keeping existing $$dst"; \

@@ -17,7 +17,7 @@ import (
 // never collide with a flat count.
 const InventoryKey = "device_inventory"
 
-// SkippedKey is the INFO result member (0.1.0) that counts, by reason, the
+// SkippedKey is the INFO result member (0.2.0) that counts, by reason, the
 // devices the plugin found but does not offer; an underscore, as in
 // InventoryKey, keeps it apart from the counts.
 const SkippedKey = "skipped_devices"
@@ -79,7 +79,10 @@ type InfoResult struct {
 	// Devices is the 0.1.0 inventory.
 	Devices []DeviceInfo
 	// Skipped counts, by reason, the devices the plugin found but does
-	// not offer (0.1.0); nil or empty when it skipped none.
+	// not offer (0.2.0); nil or empty when it skipped none.
+	// UnmarshalJSON reads it in a result of any version: plugins built
+	// before 0.2.0 existed write it in 0.1.0 results, and a caller loses
+	// nothing by counting it.
 	Skipped map[string]int
 }
 
@@ -167,12 +170,16 @@ func (r AddResult) ForVersion(v string) AddResult {
 	return r
 }
 
-// ForVersion returns a copy of r fit for version v: the inventory and the
-// skipped counts are dropped for versions before 0.1.0.
+// ForVersion returns a copy of r fit for version v: the inventory is
+// dropped for versions before 0.1.0 and the skipped counts for versions
+// before 0.2.0, which a caller of 0.1.0 may not know how to read.
 func (r InfoResult) ForVersion(v string) InfoResult {
 	r.CDIVersion = v
+	if !AtLeast(v, Version020) {
+		r.Skipped = nil
+	}
 	if !AtLeast(v, Version010) {
-		r.Devices, r.Skipped = nil, nil
+		r.Devices = nil
 	} else if r.Devices == nil {
 		r.Devices = []DeviceInfo{}
 	}

@@ -35,17 +35,19 @@ func TestInfoResultJSON(t *testing.T) {
 	}
 }
 
-// TestInfoResultSkipped: skipped_devices is written in 0.1.0 when a
-// device was skipped, never before 0.1.0, and not when none was.
+// TestInfoResultSkipped: skipped_devices is written in 0.2.0 when a
+// device was skipped, never before 0.2.0 (a caller of 0.1.0 may not know
+// it), and not when none was.
 func TestInfoResultSkipped(t *testing.T) {
 	r := InfoResult{Counts: map[string]int{"tty": 1}, Skipped: map[string]int{SkipBadID: 3}}
 	for _, tc := range []struct {
 		r    InfoResult
 		want string
 	}{
-		{r.ForVersion(Version010), `{"cdiVersion":"0.1.0","device_inventory":[],"skipped_devices":{"bad-id":3},"tty":1}`},
+		{r.ForVersion(Version020), `{"cdiVersion":"0.2.0","device_inventory":[],"skipped_devices":{"bad-id":3},"tty":1}`},
+		{r.ForVersion(Version010), `{"cdiVersion":"0.1.0","device_inventory":[],"tty":1}`},
 		{r.ForVersion(Version002), `{"cdiVersion":"0.0.2","tty":1}`},
-		{InfoResult{Counts: map[string]int{"tty": 1}, Skipped: map[string]int{}}.ForVersion(Version010), `{"cdiVersion":"0.1.0","device_inventory":[],"tty":1}`},
+		{InfoResult{Counts: map[string]int{"tty": 1}, Skipped: map[string]int{}}.ForVersion(Version020), `{"cdiVersion":"0.2.0","device_inventory":[],"tty":1}`},
 	} {
 		if b, _ := json.Marshal(tc.r); string(b) != tc.want {
 			t.Errorf("got  %s\nwant %s", b, tc.want)

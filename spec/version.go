@@ -7,20 +7,25 @@ import (
 )
 
 // Protocol versions this module implements. 0.0.1 and 0.0.2 are the draft's;
-// 0.1.0 adds the inventory, pinned allocation, richer ADD results, LIST and GC.
+// 0.1.0 adds the inventory, pinned allocation, richer ADD results, LIST and GC;
+// 0.2.0 adds INFO's skipped_devices. A result member comes with a new version,
+// never in a released one: a caller built before the member reads results of
+// the versions it knows by their rules, and gets the member only when it asks
+// for a version that has it.
 const (
 	Version001 = "0.0.1"
 	Version002 = "0.0.2"
 	Version010 = "0.1.0"
+	Version020 = "0.2.0"
 
 	// Current is the newest version, the one a caller should ask for.
-	Current = Version010
+	Current = Version020
 )
 
 // SupportedVersions returns the versions this module speaks, oldest first.
 // It returns a fresh slice on each call, so callers may keep or modify it.
 func SupportedVersions() []string {
-	return []string{Version001, Version002, Version010}
+	return []string{Version001, Version002, Version010, Version020}
 }
 
 // IsSupported reports whether v is exactly one of SupportedVersions.

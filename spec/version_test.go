@@ -34,18 +34,21 @@ func TestNewest(t *testing.T) {
 	if got := Newest(SupportedVersions(), []string{"0.0.2", "0.1.0", "9.9.9"}); got != "0.1.0" {
 		t.Errorf("Newest = %q, want 0.1.0", got)
 	}
+	if got := Newest(SupportedVersions(), []string{"0.0.2", "0.1.0", "0.2.0"}); got != "0.2.0" {
+		t.Errorf("Newest = %q, want 0.2.0", got)
+	}
 	if got := Newest(SupportedVersions(), []string{"0.999"}); got != "" {
 		t.Errorf("Newest = %q, want none", got)
 	}
 }
 
 func TestSupported(t *testing.T) {
-	for _, v := range []string{"0.0.1", "0.0.2", "0.1.0"} {
+	for _, v := range []string{"0.0.1", "0.0.2", "0.1.0", "0.2.0"} {
 		if !IsSupported(v) {
 			t.Errorf("IsSupported(%q) = false", v)
 		}
 	}
-	for _, v := range []string{"", "0.999", "0.1", "0.0.3"} {
+	for _, v := range []string{"", "0.999", "0.1", "0.0.3", "0.1.1", "0.3.0"} {
 		if IsSupported(v) {
 			t.Errorf("IsSupported(%q) = true", v)
 		}

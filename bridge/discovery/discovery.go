@@ -86,6 +86,11 @@ type Discoverer struct {
 	// running is when the discovery under way started; zero when none
 	// is (mu).
 	running time.Time
+	// versions is the VERSION reply of each plugin binary, which the
+	// pools' plugins share: VERSION runs once per binary, not before
+	// every INFO, and again when the binary changes or refuses the
+	// version with code 1.
+	versions invoke.VersionCache
 }
 
 func (d *Discoverer) setRunning(since time.Time) {
@@ -240,7 +245,7 @@ func (d *Discoverer) discoverConf(ctx context.Context, c *invoke.Conf) dropInRes
 		d.log().Error("drop-in skipped", "dropIn", c.Path, "error", err)
 		return dropInResult{skips: []Skip{{DropIn: c.Path, Reason: err.Error()}}}
 	}
-	p.Exec, p.Timeout, p.CDIVersion = d.exec(), d.Timeout, spec.Version010
+	p.Exec, p.Timeout, p.MinVersion, p.Versions = d.exec(), d.Timeout, spec.Version010, &d.versions
 	p.Stderr = stderrLog{log: d.log(), dropIn: c.Path}
 	prev, seen := d.results[c.Path]
 	info, err := p.Info(ctx)

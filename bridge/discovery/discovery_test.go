@@ -20,11 +20,12 @@ import (
 	"github.com/cdiexec/cdi/spec/invoke/fakeexec"
 )
 
-// pluginDir holds the real generic-tty and generic plugins, built once.
+// pluginDir holds the real generic-tty and generic plugins, and package
+// invoke's test plugin, built once.
 var pluginDir string
 
 func TestMain(m *testing.M) {
-	exectest.MainDir(m, &pluginDir, "github.com/cdiexec/cdi/plugins/generic-tty", "github.com/cdiexec/cdi/plugins/generic")
+	exectest.MainDir(m, &pluginDir, "github.com/cdiexec/cdi/plugins/generic-tty", "github.com/cdiexec/cdi/plugins/generic", "../../spec/invoke/testdata/testplugin")
 }
 func writeConf(t *testing.T, confDir, typ, id, plugin string, args map[string]any) {
 	t.Helper()
@@ -216,7 +217,7 @@ func TestDiscoverRefusesWhatCDICannotName(t *testing.T) {
 		`{"id":"tty2:","resource":"tty","deviceNodes":[],"healthy":true,"capacity":1,"used":0,"shared":false},` +
 		`{"id":"-tty3","resource":"tty","deviceNodes":[],"healthy":true,"capacity":1,"used":0,"shared":false}]}`
 	d := &Discoverer{ConfDir: confDir, PluginDirs: []string{pluginDir},
-		Exec: &fakeexec.Exec{Replies: map[string]fakeexec.Reply{"INFO": {Stdout: inventory}}}}
+		Exec: &fakeexec.Exec{Replies: map[string]fakeexec.Reply{"VERSION": {Stdout: version010}, "INFO": {Stdout: inventory}}}}
 	pools, err := d.Discover(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -335,7 +336,7 @@ func TestDiscoverCapsDevicesPerDropIn(t *testing.T) {
 	}
 	inventory := `{"cdiVersion":"0.1.0","tty":5,"device_inventory":[` + strings.Join(devs, ",") + `]}`
 	d := &Discoverer{ConfDir: confDir, PluginDirs: []string{pluginDir}, MaxDevices: 3,
-		Exec: &fakeexec.Exec{Replies: map[string]fakeexec.Reply{"INFO": {Stdout: inventory}}}}
+		Exec: &fakeexec.Exec{Replies: map[string]fakeexec.Reply{"VERSION": {Stdout: version010}, "INFO": {Stdout: inventory}}}}
 	pools, err := d.Discover(context.Background())
 	if err != nil {
 		t.Fatal(err)

@@ -1,8 +1,15 @@
 // Package discovery finds what the node's CDI plugins offer: it loads every
-// drop-in, runs INFO (protocol 0.1.0, for the device inventory) and groups
-// the devices into pools, one per drop-in and resource-spec. The bridge
-// turns each pool into a Configuration-level resource and each device into
-// an Instance.
+// drop-in, runs INFO and groups the devices into pools, one per drop-in and
+// resource-spec. The bridge turns each pool into a Configuration-level
+// resource and each device into an Instance.
+//
+// Every call of a plugin is made in the newest protocol version both the
+// bridge and the plugin speak, which must be 0.1.0 (the device inventory)
+// or newer: a plugin of an older one is a Skip that says so. VERSION runs
+// once per plugin binary (invoke.VersionCache), not before every INFO, and
+// again when the file at the binary's path changes (a plugin upgraded on
+// the host) or the plugin refuses the version with code 1. A plugin of
+// 0.1.0 alone is served as one of 0.2.0, without skipped_devices.
 //
 // Discovery runs at start, on a period, whenever the drop-in folder
 // changes, and, with a Watcher (inotify through fsnotify in the bridge),

@@ -152,7 +152,7 @@ func TestHarness(t *testing.T) {
 	if err := run(t.Context(), o, &out); err != nil {
 		t.Fatalf("%v\noutput so far:\n%s", err, out.String())
 	}
-	want := []string{"ADD+DEL round trip through exec", "state floor (floor + SPEC state rule)", "host-local: not measured",
+	want := []string{"ADD+DEL round trip through exec", "CPU x host-local", "state floor (floor + SPEC state rule)", "host-local: not measured",
 		"Where ADD+DEL goes", "page cost:", "64 processes at once", "LIST after all DELs: empty", "double handouts: 0"}
 	for _, p := range pluginCases() {
 		want = append(want, "\n"+p.name+" ")
@@ -185,9 +185,9 @@ func TestRoundTripsWork(t *testing.T) {
 			t.Errorf("breakdown: %v", err)
 		}
 		for k, s := range ts {
-			// Any Go process maps fresh pages as it starts.
-			if err == nil && (s.faults <= 0 || s.wall <= 0) {
-				t.Errorf("%s breakdown step %d: %+v, want time and page faults", p.name, k, s)
+			// Any Go process maps fresh pages and runs as it starts.
+			if err == nil && (s.faults <= 0 || s.wall <= 0 || s.cpu <= 0) {
+				t.Errorf("%s breakdown step %d: %+v, want time, page faults and CPU time", p.name, k, s)
 			}
 		}
 	}

@@ -26,40 +26,46 @@ type phaseRow struct {
 	version, add, del sample
 }
 
-// sample is one exec as the breakdown sees it, or the medians of many.
+// sample is one step (an exec, or a round trip of two) as the breakdown
+// and the round-trip table see it, or the medians of many.
 type sample struct {
 	wall time.Duration
 	// faults are the minor page faults the kernel accounted to the
-	// process: each is a fresh page mapped in, and on some machines
+	// processes: each is a fresh page mapped in, and on some machines
 	// (virtual ones especially) they are most of what an exec costs.
 	faults int64
+	// cpu is the processes' user and system time: the wall time less
+	// what they waited for (the disk's fsync, a turn on a busy CPU).
+	cpu time.Duration
 }
 
 // timed runs step and measures it. Steps run one at a time here, so the
-// growth of RUSAGE_CHILDREN across a step is the faults of the process
-// it waited for.
+// growth of RUSAGE_CHILDREN across a step is the processes it waited for.
 func timed(step func() error) (sample, error) {
-	before := childFaults()
+	before := childUsage()
 	start := time.Now()
 	err := step()
-	return sample{wall: time.Since(start), faults: childFaults() - before}, err
+	wall, after := time.Since(start), childUsage()
+	return sample{wall: wall, faults: after.faults - before.faults, cpu: after.cpu - before.cpu}, err
 }
 
-func childFaults() int64 {
+// childUsage is RUSAGE_CHILDREN's faults and CPU time so far.
+func childUsage() sample {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru); err != nil {
-		return 0
+		return sample{}
 	}
-	return ru.Minflt
+	cpu := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return sample{faults: ru.Minflt, cpu: cpu}
 }
 
-// medianSample is the median wall time and the median fault count.
+// medianSample is the median of each of wall time, faults and CPU time.
 func medianSample(s []sample) sample {
-	walls, faults := make([]time.Duration, len(s)), make([]int64, len(s))
+	walls, faults, cpu := make([]time.Duration, len(s)), make([]int64, len(s)), make([]time.Duration, len(s))
 	for i, x := range s {
-		walls[i], faults[i] = x.wall, x.faults
+		walls[i], faults[i], cpu[i] = x.wall, x.faults, x.cpu
 	}
-	return sample{wall: percentile(walls, 50), faults: percentile(faults, 50)}
+	return sample{wall: percentile(walls, 50), faults: percentile(faults, 50), cpu: percentile(cpu, 50)}
 }
 
 // floors are the breakdown's two reference execs: the floor, and the page

@@ -17,6 +17,12 @@
 //     terminal was handed out twice, and an empty LIST at the end;
 //   - with each ratio to the state floor, its 95% bootstrap interval over
 //     the rounds, the spread within the run rather than one median;
+//   - beside each round trip's time, its processes' CPU time (user and
+//     system, from getrusage) and its ratio to host-local's: the time less
+//     the CPU is waiting, for the fsync every saved change makes and for a
+//     turn on a busy machine, and it is the waiting that grows with the
+//     load, so that the CPU ratio says what a plugin's own code costs
+//     when the time's verdict turns with the load;
 //   - where each plugin's ADD+DEL goes, so that a missed target comes with
 //     its cause: VERSION, ADD and DEL each timed alone, split into the two
 //     execs any binary pays (the floor's), the plugin's start-up beyond

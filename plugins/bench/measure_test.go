@@ -58,6 +58,7 @@ type subject struct {
 type row struct {
 	subject
 	p50, p90 time.Duration
+	cpu      time.Duration // median CPU time of a round trip
 	// stateLo and stateHi bound the x state floor ratio (ratioInterval).
 	stateLo, stateHi float64
 	sizeMiB          float64
@@ -75,21 +76,22 @@ func measure(ctx context.Context, subjects []subject, n int) ([]row, error) {
 		}
 	}
 	progress("timing %d rounds of %d subjects, interleaved", n, len(subjects))
-	d := make([][]time.Duration, len(subjects))
+	d, cpu := make([][]time.Duration, len(subjects)), make([][]time.Duration, len(subjects))
 	for i := range n {
 		for j, s := range subjects {
-			start := time.Now()
-			if err := s.trip(ctx, i); err != nil {
+			ts, err := timed(func() error { return s.trip(ctx, i) })
+			if err != nil {
 				return nil, fmt.Errorf("%s round %d: %w", s.name, i, err)
 			}
-			d[j] = append(d[j], time.Since(start))
+			d[j], cpu[j] = append(d[j], ts.wall), append(cpu[j], ts.cpu)
 		}
 	}
-	return summarize(subjects, d)
+	return summarize(subjects, d, cpu)
 }
 
-// summarize turns each subject's durations, in round order, into its row.
-func summarize(subjects []subject, d [][]time.Duration) ([]row, error) {
+// summarize turns each subject's durations and CPU times, in round order,
+// into its row.
+func summarize(subjects []subject, d, cpu [][]time.Duration) ([]row, error) {
 	stateFloor := slices.IndexFunc(subjects, func(s subject) bool { return s.kind == kindStateFloor })
 	rows := make([]row, len(subjects))
 	for j, s := range subjects {
@@ -103,7 +105,7 @@ func summarize(subjects []subject, d [][]time.Duration) ([]row, error) {
 		}
 	}
 	for j := range rows { // percentile sorts: only after every interval
-		rows[j].p50, rows[j].p90 = percentile(d[j], 50), percentile(d[j], 90)
+		rows[j].p50, rows[j].p90, rows[j].cpu = percentile(d[j], 50), percentile(d[j], 90), percentile(cpu[j], 50)
 	}
 	return rows, nil
 }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cdiexec/cdi/plugins/buildenv"
+	"github.com/cdiexec/cdi/internal/gobuild"
 	"github.com/cdiexec/cdi/plugins/exectest"
 )
 
@@ -36,7 +36,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return fmt.Errorf("temporary directory: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	progress("building the plugins and the floors (%s -trimpath -ldflags=-s)", strings.Join(buildenv.Env(), " "))
+	progress("building the plugins and the floors (%s go build %s)", strings.Join(gobuild.Env(), " "), strings.Join(gobuild.Flags(), " "))
 	if err := build(ctx, root, tmp); err != nil {
 		return err
 	}

@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/cdiexec/cdi/plugins/buildenv"
+	"github.com/cdiexec/cdi/internal/gobuild"
 )
 
 // pluginCase is a benchmarked plugin: its default drop-in and a request.
@@ -26,17 +26,15 @@ func pluginCases() []pluginCase {
 	}
 }
 
-// build compiles the plugins and the floors as `make build` compiles the
-// plugins (buildenv.Env: static, GOEXPERIMENT=nogreenteagc; -trimpath
-// -ldflags=-s), the floors too, so that they stay the least a plugin
-// built that way can cost.
+// build compiles the plugins as `make build` compiles them
+// (internal/gobuild), and the floors the same way, so that they stay the
+// least a plugin built that way can cost.
 func build(ctx context.Context, root, dir string) error {
 	pkgs := []string{"./plugins/bench/testdata/floor", "./plugins/bench/testdata/statefloor", "./plugins/bench/testdata/pagefloor"}
 	for _, p := range pluginCases() {
 		pkgs = append(pkgs, "./plugins/"+p.name)
 	}
-	cmd := exec.CommandContext(ctx, "go", append([]string{"build", "-trimpath", "-ldflags=-s", "-o", dir + "/"}, pkgs...)...)
-	cmd.Dir, cmd.Env = root, append(os.Environ(), buildenv.Env()...)
+	cmd := gobuild.Command(ctx, root, dir+"/", pkgs...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build: %w\n%s", err, out)
 	}

@@ -1,7 +1,7 @@
 // Package exectest runs plugin binaries in tests the way a runtime does:
-// built once with the go tool, exec'd with only the protocol's environment
-// variables and a configuration on stdin, their single JSON document
-// decoded from stdout.
+// built once with the go tool as they ship (internal/gobuild), exec'd
+// with only the protocol's environment variables and a configuration on
+// stdin, their single JSON document decoded from stdout.
 package exectest
 
 import (
@@ -16,11 +16,14 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/cdiexec/cdi/internal/gobuild"
 )
 
 // Build compiles the main package pkg (an import path or ./dir relative to
-// the caller's package) into dir and returns the binary's path. It is meant
-// for TestMain, which has no *testing.T.
+// the caller's package) into dir, as `make build` compiles what ships
+// (internal/gobuild), and returns the binary's path. It is meant for
+// TestMain, which has no *testing.T.
 func Build(pkg, dir string) (string, error) {
 	name := filepath.Base(pkg)
 	if pkg == "." || pkg == "./" {
@@ -32,8 +35,7 @@ func Build(pkg, dir string) (string, error) {
 		name = filepath.Base(wd)
 	}
 	out := filepath.Join(dir, name)
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd := gobuild.Command(context.Background(), "", out, pkg)
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, msg)
 	}

@@ -63,7 +63,7 @@ func TestDraftExamples(t *testing.T) {
 	t.Run("VERSION", func(t *testing.T) {
 		r := run("CDI_COMMAND", "VERSION")
 		// pluginVersion is the binary's build: a test binary's is devel.
-		want := map[string]any{"cdiVersion": "0.1.0", "supportedVersions": []any{"0.0.1", "0.0.2", "0.1.0"}, "pluginVersion": "devel"}
+		want := map[string]any{"cdiVersion": "0.2.0", "supportedVersions": []any{"0.0.1", "0.0.2", "0.1.0", "0.2.0"}, "pluginVersion": "devel"}
 		if r.Status != 0 || !reflect.DeepEqual(r.Doc, want) {
 			t.Fatalf("status %d, %s; want %v", r.Status, r.Stdout, want)
 		}
@@ -184,7 +184,7 @@ func hostileRoot(t *testing.T) string {
 func TestOnlyDeviceNodesOffered(t *testing.T) {
 	conf := exectest.Conf(t, "0.1.0", "tty", "generic-tty", map[string]any{
 		"num_system_reserved": 12, "root": hostileRoot(t), "stateDir": t.TempDir()})
-	r := exectest.Run(t, plugin, exectest.Env("CDI_VERSION", "0.1.0", "CDI_COMMAND", "INFO"), conf)
+	r := exectest.Run(t, plugin, exectest.Env("CDI_VERSION", "0.2.0", "CDI_COMMAND", "INFO"), conf)
 	var info spec.InfoResult
 	r.Decode(t, &info)
 	if len(info.Devices) != 1 || info.Devices[0].ID != "tty14" {

@@ -18,7 +18,7 @@ import (
 var binDir string
 
 // defects are the ways the broken test plugin can be built to misbehave.
-var defects = []string{"none", "two-documents", "stdout-noise", "del-unknown-fails", "errors-exit-zero", "versions-newest-first", "no-lock", "args-ignored", "skipped-malformed"}
+var defects = []string{"none", "two-documents", "stdout-noise", "del-unknown-fails", "errors-exit-zero", "versions-newest-first", "no-lock", "args-ignored", "skipped-malformed", "skipped-unversioned"}
 
 func TestMain(m *testing.M) {
 	exectest.MainWith(m, func(dir string) error {
@@ -98,6 +98,24 @@ func TestShippedPlugins(t *testing.T) {
 	}
 }
 
+// TestSkippingPlugin runs every rule against the generic plugin on a root
+// of devices it must skip, so that the rules on skipped_devices judge a
+// real count: well-formed in 0.2.0, absent from the results of older
+// versions.
+func TestSkippingPlugin(t *testing.T) {
+	args := map[string]any{"root": exectest.SkippingRoot(t, 1), "stateDir": t.TempDir(),
+		"groups": []any{map[string]any{"name": "serial", "paths": []string{"/dev/ttyUSB*"}}}}
+	rep := run(t, "generic", exectest.Conf(t, "0.1.0", "dev", "generic", args))
+	for _, rule := range []string{"version-negotiation", "info-result"} {
+		if res := find(rep, rule); res.Status != conformance.Pass {
+			t.Errorf("rule %s: %s %s", rule, res.Status, res.Detail)
+		}
+	}
+	if rep.Failed() || !rep.ScratchState {
+		t.Fatalf("want no failure, in scratch state:\n%s", table(rep))
+	}
+}
+
 // TestBrokenPlugins checks that each defect fails the rule it breaks,
 // with a detail that says what was seen.
 func TestBrokenPlugins(t *testing.T) {
@@ -110,6 +128,7 @@ func TestBrokenPlugins(t *testing.T) {
 		{"no-lock", "concurrent-add", "handed out twice"},
 		{"args-ignored", "code-15-args", "want error code 15, got"},
 		{"skipped-malformed", "info-result", `skipped_devices: "Not A Reason": 1 is not a positive count`},
+		{"skipped-unversioned", "version-negotiation", "skipped_devices in a 0.1.0 result; it exists from 0.2.0"},
 	}
 	dropIn := shippedDropIn(t, "tty.d/generic.conf")
 	for _, tt := range tests {

@@ -53,8 +53,9 @@ func judgeVersion(r *reply) error {
 }
 
 // checkNegotiation: a result is written in the call's version, with the
-// 0.1.0 inventory exactly from 0.1.0 on; INFO without CDI_VERSION answers
-// in the configuration's version.
+// 0.1.0 inventory exactly from 0.1.0 on and the 0.2.0 skipped_devices
+// never before 0.2.0 (a caller of an older version may fail on it); INFO
+// without CDI_VERSION answers in the configuration's version.
 func checkNegotiation(ctx context.Context, s *subject) error {
 	if err := s.facts.needVersion(); err != nil {
 		return err
@@ -69,8 +70,8 @@ func checkNegotiation(ctx context.Context, s *subject) error {
 		if _, has := r.doc[spec.InventoryKey]; err == nil && has != spec.AtLeast(v, spec.Version010) {
 			err = r.problem("%s present: %v; want it in results of %s and newer only", spec.InventoryKey, has, spec.Version010)
 		}
-		if _, has := r.doc[spec.SkippedKey]; err == nil && has && !spec.AtLeast(v, spec.Version010) {
-			err = r.problem("%s in a %s result; it exists from %s", spec.SkippedKey, v, spec.Version010)
+		if _, has := r.doc[spec.SkippedKey]; err == nil && has && !spec.AtLeast(v, spec.Version020) {
+			err = r.problem("%s in a %s result; it exists from %s", spec.SkippedKey, v, spec.Version020)
 		}
 		errs = append(errs, err)
 	}

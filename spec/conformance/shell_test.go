@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/cdiexec/cdi/plugins/exectest"
@@ -13,9 +14,11 @@ import (
 )
 
 // TestShellPlugin runs every rule against testdata/shell/shell-serial, a
-// plugin in POSIX sh with jq and flock(1), written from SPEC.md alone, on
-// the fixture host's serial ports: every rule must pass, none skip. It
-// needs sh, jq and flock; without them it skips, unless CI is set.
+// plugin in POSIX sh with jq and flock(1), written from SPEC.md alone,
+// with its drop-in on a host of four serial ports, one of which is a FIFO
+// that it skips, so that the rules on skipped_devices judge it: every
+// rule must pass, none skip. It needs sh, jq and flock; without them it
+// skips, unless CI is set.
 func TestShellPlugin(t *testing.T) {
 	for _, tool := range []string{"sh", "jq", "flock"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -38,7 +41,7 @@ func TestShellPlugin(t *testing.T) {
 	if err := json.Unmarshal(data, &doc); err != nil {
 		t.Fatal(err)
 	}
-	doc["args"].(map[string]any)["root"] = exectest.FixtureRoot(t)
+	doc["args"].(map[string]any)["root"] = fifoPortRoot(t)
 	rep, err := conformance.Run(context.Background(), conformance.Options{Plugin: filepath.Join(dir, "shell-serial"), DropIn: exectest.Marshal(t, doc)})
 	if err != nil {
 		t.Fatal(err)
@@ -51,4 +54,24 @@ func TestShellPlugin(t *testing.T) {
 	if len(rep.Results) != len(conformance.Rules()) || !rep.ScratchState {
 		t.Errorf("%d results of %d rules, scratch state %v:\n%s", len(rep.Results), len(conformance.Rules()), rep.ScratchState, table(rep))
 	}
+}
+
+// fifoPortRoot is a host whose /dev/ttyS0 to ttyS2 are serial ports (an
+// empty file stands for a device node under a root other than "/") and
+// whose ttyS3 is a FIFO, a device shell-serial skips.
+func fifoPortRoot(t *testing.T) string {
+	root := t.TempDir()
+	dev := filepath.Join(root, "dev")
+	if err := os.Mkdir(dev, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, port := range []string{"ttyS0", "ttyS1", "ttyS2"} {
+		if err := os.WriteFile(filepath.Join(dev, port), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := syscall.Mkfifo(filepath.Join(dev, "ttyS3"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return root
 }

@@ -6,7 +6,11 @@
 // A Plugin value wraps one drop-in and offers one typed method per command
 // (Version, Info, Add, Del, List, GC). It negotiates CDI_VERSION with the
 // plugin once, from the plugin's VERSION reply, and checks that every result
-// is written in the version it asked for.
+// is written in the version it asked for. A VersionCache keeps that reply
+// for all the Plugins of one binary until the file at its path changes, so
+// that a caller that makes Plugins afresh runs VERSION once per binary, and
+// a plugin upgraded on the host is asked again. A plugin that refuses the
+// negotiated version (code 1) is asked again too, and the call retried once.
 //
 // Errors come in two kinds. A plugin that printed an error document yields
 // that document as a *spec.Error, so callers use errors.As or spec.CodeOf

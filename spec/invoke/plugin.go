@@ -39,6 +39,15 @@ type Plugin struct {
 	// CDIVersion, when set, is sent as CDI_VERSION without asking the
 	// plugin, to test a plugin against a particular version.
 	CDIVersion string
+	// MinVersion, when set, is the oldest version the caller can work
+	// with: a plugin whose newest version in common is older is
+	// ErrIncompatible, whatever the command (the bridge needs 0.1.0's
+	// device inventory).
+	MinVersion string
+	// Versions, when set, keeps the plugin's VERSION reply for every
+	// Plugin of the same binary, while the binary stays the same file
+	// (VersionCache); without it this Plugin keeps the reply it got.
+	Versions *VersionCache
 	// Stderr, when set, receives the plugin's stderr after every run whose
 	// error does not already quote it: successes and error documents.
 	Stderr io.Writer
@@ -63,6 +72,9 @@ type call struct {
 	command string
 	version string
 	params  []string
+	// min is the oldest version the call can be made in ("" for any),
+	// and needs what needs it, for the error when the plugin is older.
+	min, needs string
 }
 
 // environ is the complete environment of the plugin. Only the protocol's
@@ -83,23 +95,29 @@ func (c call) environ() []string {
 	return append(env, "PATH="+path)
 }
 
-// run executes c and decodes stdout into result (nil for DEL).
-func (p *Plugin) run(ctx context.Context, c call, result any) error {
+// execFunc starts one run of the plugin for c.
+type execFunc func(ctx context.Context, c call) (*Output, error)
+
+// start runs c by Exec.
+func (p *Plugin) start(ctx context.Context, c call) (*Output, error) {
 	ex := p.Exec
 	if ex == nil {
 		ex = ProcessExec{}
 	}
-	return p.runWith(ctx, c, result, func(ctx context.Context) (*Output, error) {
-		return ex.ExecPlugin(ctx, p.Path, p.Config, c.environ())
-	})
+	return ex.ExecPlugin(ctx, p.Path, p.Config, c.environ())
+}
+
+// run executes c and decodes stdout into result (nil for DEL).
+func (p *Plugin) run(ctx context.Context, c call, result any) error {
+	return p.runWith(ctx, c, result, p.start)
 }
 
 // runWith is run with the exec given: under the plugin's timeout, its
 // output decoded into result.
-func (p *Plugin) runWith(ctx context.Context, c call, result any, exec func(context.Context) (*Output, error)) error {
+func (p *Plugin) runWith(ctx context.Context, c call, result any, exec execFunc) error {
 	ctx, cancel := p.withTimeout(ctx)
 	defer cancel()
-	out, err := exec(ctx)
+	out, err := exec(ctx, c)
 	if err != nil {
 		return fmt.Errorf("%s: %w", c.command, err)
 	}
@@ -127,15 +145,39 @@ func (p *Plugin) withTimeout(ctx context.Context) (context.Context, context.Canc
 	return context.WithTimeout(ctx, p.Timeout)
 }
 
-// Version runs VERSION the first time it is called and returns the cached
-// reply afterwards. A failure is not cached.
+// Version runs VERSION the first time it is called and returns the kept
+// reply afterwards: this Plugin's, or with Versions set, the binary's
+// while it is the same file. A failure is not kept.
 func (p *Plugin) Version(ctx context.Context) (*spec.VersionResult, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.version != nil {
+	if p.Versions == nil {
+		if p.version == nil {
+			v, err := p.runVersion(ctx)
+			if err != nil {
+				return nil, err
+			}
+			p.version = v
+		}
 		v := *p.version
 		return &v, nil
 	}
+	// The binary is identified before it runs, so that a reply is never
+	// kept under a newer binary than the one that gave it. A binary that
+	// cannot be identified is run all the same, and its reply not kept.
+	binary, idErr := identify(p.Path)
+	if v, ok := p.Versions.get(p.Path, binary); ok && idErr == nil {
+		return &v, nil
+	}
+	v, err := p.runVersion(ctx)
+	if err == nil && idErr == nil {
+		p.Versions.put(p.Path, binary, *v)
+	}
+	return v, err
+}
+
+// runVersion runs VERSION.
+func (p *Plugin) runVersion(ctx context.Context) (*spec.VersionResult, error) {
 	var v spec.VersionResult
 	if err := p.run(ctx, call{command: spec.CmdVersion}, &v); err != nil {
 		return nil, err
@@ -143,13 +185,23 @@ func (p *Plugin) Version(ctx context.Context) (*spec.VersionResult, error) {
 	if len(v.SupportedVersions) == 0 {
 		return nil, fmt.Errorf("%s: %w: %s lists no supportedVersions", spec.CmdVersion, ErrBadOutput, p.Path)
 	}
-	p.version = &v
-	out := v
-	return &out, nil
+	return &v, nil
+}
+
+// forgetVersion drops the kept VERSION reply, so that the next call asks
+// the plugin again.
+func (p *Plugin) forgetVersion() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.version = nil
+	if p.Versions != nil {
+		p.Versions.forget(p.Path)
+	}
 }
 
 // Negotiate returns the CDI_VERSION this Plugin sends: CDIVersion if set,
-// else the newest version both this package and the plugin support.
+// else the newest version both this package and the plugin support,
+// which must be MinVersion or newer.
 func (p *Plugin) Negotiate(ctx context.Context) (string, error) {
 	if p.CDIVersion != "" {
 		return p.CDIVersion, nil
@@ -159,9 +211,13 @@ func (p *Plugin) Negotiate(ctx context.Context) (string, error) {
 		return "", err
 	}
 	best := newest(v.SupportedVersions)
-	if best == "" {
+	switch {
+	case best == "":
 		return "", fmt.Errorf("%w: %s supports %s, this caller %s", ErrIncompatible, p.Path,
 			strings.Join(v.SupportedVersions, ", "), strings.Join(spec.SupportedVersions(), ", "))
+	case p.MinVersion != "" && !atLeast(best, p.MinVersion):
+		return "", fmt.Errorf("%w: %s supports %s; this caller needs %s or newer", ErrIncompatible, p.Path,
+			strings.Join(v.SupportedVersions, ", "), p.MinVersion)
 	}
 	return best, nil
 }
@@ -191,26 +247,54 @@ func atLeast(v, min string) bool {
 }
 
 // negotiateAtLeast negotiates and fails with ErrIncompatible when the
-// version is older than min, which what needs says needs.
-func (p *Plugin) negotiateAtLeast(ctx context.Context, min, needs string) (string, error) {
+// version is older than c.min, which c.needs needs.
+func (p *Plugin) negotiateAtLeast(ctx context.Context, c call) (string, error) {
 	v, err := p.Negotiate(ctx)
 	if err != nil {
 		return "", err
 	}
-	if !atLeast(v, min) {
-		return "", fmt.Errorf("%w: %s needs protocol %s or newer, %s speaks %s", ErrIncompatible, needs, min, p.Path, v)
+	if c.min != "" && !atLeast(v, c.min) {
+		return "", fmt.Errorf("%w: %s needs protocol %s or newer, %s speaks %s", ErrIncompatible, c.needs, c.min, p.Path, v)
 	}
 	return v, nil
 }
 
+// negotiated runs c in the version negotiated with the plugin, by exec
+// (nil: by Exec), its output decoded into result. A plugin that refuses
+// that version with code 1 is no longer the one whose VERSION was kept
+// (replaced in place, or a wrapper that runs another binary now): it is
+// asked VERSION again and, if that gives another version, c is run once
+// more in it, by Exec. The refused run changed nothing: a plugin checks
+// CDI_VERSION before anything else (SPEC.md, "Order of checks").
+func (p *Plugin) negotiated(ctx context.Context, c call, result any, exec execFunc) error {
+	if exec == nil {
+		exec = p.start
+	}
+	v, err := p.negotiateAtLeast(ctx, c)
+	if err != nil {
+		return err
+	}
+	c.version = v
+	err = p.runWith(ctx, c, result, exec)
+	if p.CDIVersion != "" || spec.CodeOf(err) != spec.CodeIncompatibleVersion {
+		return err
+	}
+	p.forgetVersion()
+	again, againErr := p.negotiateAtLeast(ctx, c)
+	switch {
+	case againErr != nil:
+		return againErr
+	case again == v:
+		return err
+	}
+	c.version = again
+	return p.run(ctx, c, result)
+}
+
 // Info runs INFO: the counts and, from 0.1.0, the device inventory.
 func (p *Plugin) Info(ctx context.Context) (*spec.InfoResult, error) {
-	v, err := p.Negotiate(ctx)
-	if err != nil {
-		return nil, err
-	}
 	var r spec.InfoResult
-	if err := p.run(ctx, call{command: spec.CmdInfo, version: v}, &r); err != nil {
+	if err := p.negotiated(ctx, call{command: spec.CmdInfo}, &r, nil); err != nil {
 		return nil, err
 	}
 	return &r, nil
@@ -270,31 +354,28 @@ func joinInts(ns []int) string {
 
 // Add runs ADD. Pinning devices needs protocol 0.1.0.
 func (p *Plugin) Add(ctx context.Context, req AddRequest) (*spec.AddResult, error) {
-	c, err := p.addCall(ctx, req)
+	c, err := addCall(req)
 	if err != nil {
 		return nil, err
 	}
 	var r spec.AddResult
-	if err := p.run(ctx, c, &r); err != nil {
+	if err := p.negotiated(ctx, c, &r, nil); err != nil {
 		return nil, err
 	}
 	return &r, nil
 }
 
-// addCall checks req and negotiates the version its parameters need.
-func (p *Plugin) addCall(ctx context.Context, req AddRequest) (call, error) {
+// addCall checks req and returns its call, with the version its
+// parameters need.
+func addCall(req AddRequest) (call, error) {
 	if err := req.check(); err != nil {
 		return call{}, err
 	}
-	min := spec.Version001
+	c := call{command: spec.CmdAdd, params: req.params()}
 	if len(req.Devices) > 0 {
-		min = spec.Version010
+		c.min, c.needs = spec.Version010, spec.EnvRequestDevices
 	}
-	v, err := p.negotiateAtLeast(ctx, min, spec.EnvRequestDevices)
-	if err != nil {
-		return call{}, err
-	}
-	return call{command: spec.CmdAdd, version: v, params: req.params()}, nil
+	return c, nil
 }
 
 // AddAfter is Add with the plugin started at once but given its input
@@ -313,12 +394,12 @@ func (p *Plugin) AddAfter(ctx context.Context, req AddRequest, ready <-chan erro
 		}
 		return p.Add(ctx, req)
 	}
-	c, err := p.addCall(ctx, req)
+	c, err := addCall(req)
 	if err != nil {
 		return nil, err
 	}
 	var r spec.AddResult
-	err = p.runWith(ctx, c, &r, func(ctx context.Context) (*Output, error) {
+	err = p.negotiated(ctx, c, &r, func(ctx context.Context, c call) (*Output, error) {
 		return ex.ExecPluginAfter(ctx, p.Path, p.Config, c.environ(), ready)
 	})
 	if err != nil {
@@ -334,21 +415,13 @@ func (p *Plugin) Del(ctx context.Context, requestID string) error {
 	if err := spec.CheckRequestID(requestID); err != nil {
 		return err
 	}
-	v, err := p.Negotiate(ctx)
-	if err != nil {
-		return err
-	}
-	return p.run(ctx, call{command: spec.CmdDel, version: v, params: []string{spec.EnvRequestID + "=" + requestID}}, nil)
+	return p.negotiated(ctx, call{command: spec.CmdDel, params: []string{spec.EnvRequestID + "=" + requestID}}, nil, nil)
 }
 
 // List runs LIST, which needs protocol 0.1.0.
 func (p *Plugin) List(ctx context.Context) (*spec.ListResult, error) {
-	v, err := p.negotiateAtLeast(ctx, spec.Version010, spec.CmdList)
-	if err != nil {
-		return nil, err
-	}
 	var r spec.ListResult
-	if err := p.run(ctx, call{command: spec.CmdList, version: v}, &r); err != nil {
+	if err := p.negotiated(ctx, call{command: spec.CmdList, min: spec.Version010, needs: spec.CmdList}, &r, nil); err != nil {
 		return nil, err
 	}
 	return &r, nil
@@ -363,13 +436,9 @@ func (p *Plugin) GC(ctx context.Context, valid []string) (*spec.GCResult, error)
 			return nil, err
 		}
 	}
-	v, err := p.negotiateAtLeast(ctx, spec.Version010, spec.CmdGC)
-	if err != nil {
-		return nil, err
-	}
 	var r spec.GCResult
-	params := []string{spec.EnvValidRequestIDs + "=" + strings.Join(valid, ",")}
-	if err := p.run(ctx, call{command: spec.CmdGC, version: v, params: params}, &r); err != nil {
+	c := call{command: spec.CmdGC, params: []string{spec.EnvValidRequestIDs + "=" + strings.Join(valid, ",")}, min: spec.Version010, needs: spec.CmdGC}
+	if err := p.negotiated(ctx, c, &r, nil); err != nil {
 		return nil, err
 	}
 	return &r, nil

@@ -28,7 +28,7 @@ func TestProcessSuccess(t *testing.T) {
 		t.Fatalf("Version = %+v, %v", v, err)
 	}
 	info, err := p.Info(ctx)
-	if err != nil || info.CDIVersion != spec.Version010 || info.Counts["tty"] != 2 || len(info.Devices) != 2 {
+	if err != nil || info.CDIVersion != spec.Current || info.Counts["tty"] != 2 || len(info.Devices) != 2 {
 		t.Fatalf("Info = %+v, %v", info, err)
 	}
 	if !strings.Contains(logs.String(), "testplugin: INFO") {
@@ -94,8 +94,8 @@ func TestProcessErrorDocuments(t *testing.T) {
 			}
 			// skel writes the code's message, and a generic one for
 			// plugin-specific codes (100+) whose plugin gave none.
-			if e.CDIVersion != spec.Version010 || e.Msg == "" {
-				t.Errorf("error document = %+v, want cdiVersion 0.1.0 and the msg skel writes", e)
+			if e.CDIVersion != spec.Current || e.Msg == "" {
+				t.Errorf("error document = %+v, want cdiVersion %s and the msg skel writes", e, spec.Current)
 			}
 		})
 	}
@@ -115,7 +115,7 @@ func TestProcessMisbehaviour(t *testing.T) {
 		{"silent", invoke.ErrBadOutput, "silent mode: failing without a document"},
 		{"signal", invoke.ErrExec, "killed"},
 		{"huge", invoke.ErrBadOutput, "more than"},
-		{"wrongversion", invoke.ErrBadOutput, `asked for "0.1.0"`},
+		{"wrongversion", invoke.ErrBadOutput, `asked for "` + spec.Current + `"`},
 		{"twodocs", invoke.ErrBadOutput, "more than one"},
 		{"alien", invoke.ErrIncompatible, "9.9.9"},
 	}
@@ -201,7 +201,7 @@ func TestProcessEnvironment(t *testing.T) {
 	if !reflect.DeepEqual(keys, want) {
 		t.Fatalf("plugin environment = %v, want exactly %v", keys, want)
 	}
-	if r.Env["CDI_REQUEST_NUMA_LOCALITY"] != "1,0" || r.Env["CDI_VERSION"] != spec.Version010 || r.Env["PATH"] != os.Getenv("PATH") {
+	if r.Env["CDI_REQUEST_NUMA_LOCALITY"] != "1,0" || r.Env["CDI_VERSION"] != spec.Current || r.Env["PATH"] != os.Getenv("PATH") {
 		t.Errorf("plugin environment values = %v", r.Env)
 	}
 }

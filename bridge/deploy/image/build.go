@@ -3,12 +3,12 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	debugbuildinfo "debug/buildinfo"
 	"fmt"
 	"io"
 	"maps"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"slices"
@@ -23,7 +23,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/cdiexec/cdi/bridge/deploy/internal/nodedefaults"
-	"github.com/cdiexec/cdi/plugins/buildenv"
+	"github.com/cdiexec/cdi/internal/gobuild"
 	"github.com/cdiexec/cdi/spec/buildinfo"
 )
 
@@ -127,9 +127,9 @@ type file struct {
 	mode int64
 }
 
-// compile builds every plugin (each plugins/<name>/main.go) and tool as a
-// static, stripped linux binary, the plugins as `make build` builds them
-// (plugins/buildenv), and returns them by image path.
+// compile builds every plugin (each plugins/<name>/main.go) and tool for
+// linux/arch as `make build` builds them (internal/gobuild), and returns
+// them by image path.
 func compile(o options, arch, bin string, log io.Writer) (map[string]file, error) {
 	mains, err := filepath.Glob(filepath.Join(o.repo, "plugins", "*", "main.go"))
 	if err != nil {
@@ -153,12 +153,9 @@ func compile(o options, arch, bin string, log io.Writer) (map[string]file, error
 	for imgPath, pkg := range pkgs {
 		dst := filepath.Join(bin, strings.ReplaceAll(imgPath, "/", "_"))
 		fmt.Fprintf(log, "image: building %s for linux/%s\n", pkg, arch)
-		cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=auto", "-ldflags=-s -buildid=", "-o", dst, pkg)
-		cmd.Dir, cmd.Stderr = o.repo, log
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
-		if strings.HasPrefix(pkg, "./plugins/") {
-			cmd.Env = append(cmd.Env, buildenv.Env()...) // as `make build` builds them
-		}
+		cmd := gobuild.Command(context.Background(), o.repo, dst, pkg)
+		cmd.Stderr = log
+		cmd.Env = append(cmd.Env, "GOOS=linux", "GOARCH="+arch)
 		if err := cmd.Run(); err != nil {
 			return nil, fmt.Errorf("building %s: %w", pkg, err)
 		}

@@ -1,6 +1,7 @@
 // Command image builds the bridge's container image without a container
-// engine: static binaries (cdi-bridge, cditool, cdi-install and every
-// plugin) and the default drop-ins, layered onto an empty base with
+// engine: the binaries (cdi-bridge, cditool, cdi-install and every
+// plugin), built as `make build` builds them (internal/gobuild), and the
+// default drop-ins, layered onto an empty base with
 // go-containerregistry, for every architecture asked (linux/amd64 and
 // linux/arm64 by default), under one OCI image index. It writes an OCI
 // image layout as a tarball, which `ctr images import` (and so `kind

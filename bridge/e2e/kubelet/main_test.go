@@ -2,6 +2,7 @@ package kubelet
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,6 +13,8 @@ import (
 	"testing"
 
 	"k8s.io/klog/v2"
+
+	"github.com/cdiexec/cdi/internal/gobuild"
 )
 
 // build is what TestMain prepares once for every test.
@@ -105,8 +108,9 @@ func checkLinkedSignature(kube string) error {
 	return nil
 }
 
-// buildBinaries builds, in the main module as `make build` does,
-// cdi-bridge (with the race detector) and every plugin a drop-in names.
+// buildBinaries builds, in the main module, cdi-bridge (with the race
+// detector) and every plugin a drop-in names, as `make build` builds them
+// (internal/gobuild).
 func buildBinaries() error {
 	if err := goBuild("-race", "./bridge/cmd/cdi-bridge"); err != nil {
 		return err
@@ -130,7 +134,11 @@ func buildBinaries() error {
 	if len(args) == 0 {
 		return fmt.Errorf("no drop-ins under %s/conf.d", build.root)
 	}
-	return goBuild(args...)
+	cmd := gobuild.Command(context.Background(), build.root, build.bin+"/", args...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %v: %w\n%s", args, err, out)
+	}
+	return nil
 }
 
 func goBuild(args ...string) error {

@@ -1,12 +1,15 @@
 package node
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
+
+	"github.com/cdiexec/cdi/internal/gobuild"
 )
 
 // Module paths: the main module (cdi-bridge, the plugins, the manifests)
@@ -35,12 +38,7 @@ func buildArtifacts(bin string) (repo string, bridgeImage []string, err error) {
 	if err := goBuild(repo, nil, "-race", "-o", bin+"/", "./bridge/cmd/cdi-bridge"); err != nil {
 		return "", nil, err
 	}
-	// Static, as `make build` builds them.
-	plugins := []string{"-o", bin + "/"}
-	for _, d := range dropIns("", 0) {
-		plugins = append(plugins, "./plugins/"+d.Plugin)
-	}
-	if err := goBuild(repo, []string{"CGO_ENABLED=0"}, plugins...); err != nil {
+	if err := buildPlugins(repo, bin); err != nil {
 		return "", nil, err
 	}
 	podcheck := filepath.Join(bin, "podcheck")
@@ -48,6 +46,20 @@ func buildArtifacts(bin string) (repo string, bridgeImage []string, err error) {
 		return "", nil, err
 	}
 	return repo, bridgeImage, writeImage(podcheck, filepath.Join(bin, imageTar))
+}
+
+// buildPlugins builds into bin the plugins the drop-ins name, as `make
+// build` builds them (internal/gobuild).
+func buildPlugins(repo, bin string) error {
+	var plugins []string
+	for _, d := range dropIns("", 0) {
+		plugins = append(plugins, "./plugins/"+d.Plugin)
+	}
+	cmd := gobuild.Command(context.Background(), repo, bin+"/", plugins...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %v in %s: %w\n%s", plugins, repo, err, out)
+	}
+	return nil
 }
 
 // bridgeImageTar is the bridge's image, as `make image` builds it.

@@ -79,7 +79,7 @@ func TestCditool(t *testing.T) {
 		{"info all drop-ins", two, []string{"info", "tty"}, 0, []string{"tty.d/a.conf: A", "tty.d/b.conf: B"}, nil},
 		{"info one drop-in by name", two, []string{"info", "--conf", "B", "tty"}, 0, []string{"tty.d/b.conf: B"}, nil},
 		{"info 0.0.1 has no inventory", one, []string{"--cdi-version", "0.0.1", "info", "tty"}, 0, []string{"tty       2"}, nil},
-		{"version", one, []string{"version", "tty"}, 0, []string{"supportedVersions:  0.0.1, 0.0.2, 0.1.0", "negotiated:         0.1.0"}, nil},
+		{"version", one, []string{"version", "tty"}, 0, []string{"supportedVersions:  0.0.1, 0.0.2, 0.1.0, 0.2.0", "negotiated:         0.2.0"}, nil},
 		{"version old plugin", mode("old"), []string{"version", "tty"}, 0, []string{"negotiated:         0.0.2"}, nil},
 		{"version no common", mode("alien"), []string{"version", "tty"}, 0, []string{"negotiated:         none"}, nil},
 		{"add", one, []string{"add", "tty", "pod1", "tty:2", "--numa", "0"}, 0, []string{"request-id:  pod1", "/dev/fake0   /dev/fake0      rw", "FAKE_DEVICES=tty0,tty1", "example.com/tty=tty1"}, nil},
@@ -196,8 +196,8 @@ func TestCditoolJSON(t *testing.T) {
 				t.Fatalf("%d documents on stdout, want %d:\n%s", len(docs), tt.docs, stdout)
 			}
 			for _, d := range docs {
-				if _, ok := d[tt.key]; !ok || d["cdiVersion"] != "0.1.0" {
-					t.Errorf("document lacks %q or cdiVersion 0.1.0: %v", tt.key, d)
+				if _, ok := d[tt.key]; !ok || d["cdiVersion"] != "0.2.0" {
+					t.Errorf("document lacks %q or cdiVersion 0.2.0: %v", tt.key, d)
 				}
 			}
 			if tt.errDocs > 0 {

@@ -40,7 +40,7 @@ func draftExamples() []draftExample {
 			`{"cdiVersion": "0.0.1", "code": 1, "msg": "Incompatible CDI version", "details": "Unsupported version: 0.999"}`},
 		{"errors 2: unknown CDI_COMMAND", "drm", []string{"CDI_VERSION", "0.0.1", "CDI_COMMAND", "MYCMD"}, 1, 3,
 			`{"cdiVersion": "0.0.1", "code": 3, "msg": "Command unsupported", "details": "Unsupported command: MYCMD"}`},
-		// SPEC.md: the reply names the newest version, now 0.1.0.
+		// SPEC.md: the reply names the newest version, now 0.2.0.
 		{"VERSION 1", "drm", []string{"CDI_COMMAND", "VERSION"}, 0, 0, "-"},
 		// spec/DRAFT.md, item 10: the draft's drm INFO describes another plugin.
 		{"INFO 1: GPUs", "drm", []string{"CDI_COMMAND", "INFO"}, 0, 0, "-"},

@@ -16,6 +16,8 @@
 //	                       know, so that a misspelt one is ignored
 //	skipped-malformed      adds a skipped_devices with a malformed reason
 //	                       to every INFO result
+//	skipped-unversioned    adds a well-formed skipped_devices to every INFO
+//	                       result, also of versions before 0.2.0
 //
 // A drop-in without args.stateDir gets the directory state-<defect>
 // beside the binary, so that a test can run the rules in a state of its
@@ -99,6 +101,8 @@ func spoil(defect string, stdout []byte, status int) ([]byte, int) {
 		return reverseVersions(stdout), status
 	case defect == "skipped-malformed" && command == "INFO" && code == 0:
 		return withMember(stdout, "skipped_devices", map[string]int{"Not A Reason": 1}), status
+	case defect == "skipped-unversioned" && command == "INFO" && code == 0:
+		return withMember(stdout, "skipped_devices", map[string]int{"not-device-node": 1}), status
 	}
 	return stdout, status
 }

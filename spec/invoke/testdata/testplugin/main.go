@@ -1,16 +1,19 @@
-// Command testplugin is a skel plugin for the tests of package invoke and
-// of cditool. The "mode" member of its configuration's args picks a
-// behaviour: "" behaves; the others misbehave in one particular way (see
-// misbehave and answerVersion).
+// Command testplugin is a skel plugin for the tests of package invoke, of
+// cditool and of the bridge's discovery. The "mode" member of its
+// configuration's args picks a behaviour: "" behaves; "old" and "v010"
+// play a plugin that speaks only the versions up to 0.0.2 and 0.1.0; the
+// others misbehave in one particular way (see misbehave and speakOnly).
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -27,29 +30,57 @@ func main() {
 		time.Sleep(d)
 		return
 	}
-	if strings.EqualFold(os.Getenv(spec.EnvCommand), spec.CmdVersion) && answerVersion() {
-		return
-	}
-	skel.Main(skel.Plugin{Info: info, Add: add, Del: del, List: list, GC: gc, Args: []string{"mode", "markDir"}})
-}
-
-// answerVersion answers VERSION itself in the modes that test negotiation
-// and reports whether it did; skel answers it otherwise.
-func answerVersion() bool {
-	data, _ := io.ReadAll(io.LimitReader(os.Stdin, spec.MaxConfigSize))
+	stdin, _ := io.ReadAll(io.LimitReader(os.Stdin, spec.MaxConfigSize+1))
 	var cfg struct {
 		Args struct{ Mode string } `json:"args"`
 	}
-	_ = json.Unmarshal(data, &cfg)
-	switch cfg.Args.Mode {
-	case "old":
-		fmt.Println(`{"cdiVersion":"0.0.2","supportedVersions":["0.0.1","0.0.2"]}`)
-	case "alien":
-		fmt.Println(`{"cdiVersion":"9.9.9","supportedVersions":["9.9.9"]}`)
-	default:
-		return false
+	_ = json.Unmarshal(stdin, &cfg)
+	if versions := modeVersions(cfg.Args.Mode); versions != nil {
+		if status, answered := speakOnly(versions); answered {
+			os.Exit(status)
+		}
 	}
-	return true
+	d := skel.Dispatcher{LookupEnv: os.LookupEnv, Stdin: bytes.NewReader(stdin), Stdout: os.Stdout, Stderr: os.Stderr}
+	os.Exit(d.Run(skel.Plugin{Info: info, Add: add, Del: del, List: list, GC: gc, Args: []string{"mode", "markDir"}}))
+}
+
+// modeVersions are the versions the plugin speaks in the modes that test
+// negotiation, oldest first; nil in the others, where skel's are.
+func modeVersions(mode string) []string {
+	switch mode {
+	case "old":
+		return []string{spec.Version001, spec.Version002}
+	case "v010":
+		return []string{spec.Version001, spec.Version002, spec.Version010}
+	case "alien":
+		return []string{"9.9.9"}
+	}
+	return nil
+}
+
+// speakOnly plays a plugin that speaks only versions: it answers VERSION
+// with them, and refuses a CDI_VERSION that is not one of them with code
+// 1, as the plugin's own check does before any other (SPEC.md, "Order of
+// checks", step 2). It reports whether it answered, and the exit status;
+// skel answers the calls in a version it speaks.
+func speakOnly(versions []string) (status int, answered bool) {
+	command, asked := strings.ToUpper(os.Getenv(spec.EnvCommand)), os.Getenv(spec.EnvVersion)
+	newest := versions[len(versions)-1]
+	var doc any = spec.VersionResult{CDIVersion: newest, SupportedVersions: versions}
+	switch {
+	case command == spec.CmdVersion:
+	case asked != "" && !slices.Contains(versions, asked):
+		e := spec.NewError(spec.CodeIncompatibleVersion, "Unsupported version: %s", asked)
+		e.CDIVersion, doc = newest, e
+		if command != spec.CmdDel {
+			status = 1
+		}
+	default:
+		return 0, false
+	}
+	out, _ := json.Marshal(doc)
+	fmt.Println(string(out))
+	return status, true
 }
 
 func mode(a *skel.Args) string { return stringArg(a, "mode") }
