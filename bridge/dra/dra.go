@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"go.etcd.io/etcd/client/pkg/v3/fileutil"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -67,6 +68,43 @@ type Config struct {
 	// recover from (its gRPC server failed); the bridge then stops, and
 	// its DaemonSet restarts it.
 	OnFatal func(error)
+	// PodUID, the UID of the bridge's pod, turns on the library's
+	// rolling updates (kubeletplugin.RollingUpdate, kubelet 1.33 or
+	// later): the driver registers under a socket name of its own pod,
+	// so that the next pod of a DaemonSet update (maxSurge) registers
+	// beside it and the kubelet moves to the new one with no gap. The
+	// two then share PluginDir, and the library serializes their
+	// Prepare and Unprepare calls with a lock there (CallLock).
+	PodUID types.UID
+}
+
+// PluginDir is the driver's plugin directory: dir, else the kubelet's
+// default for driver.
+func PluginDir(dir, driver string) string {
+	if dir != "" {
+		return dir
+	}
+	return filepath.Join(kubeletplugin.KubeletPluginsDir, driver)
+}
+
+// CallLock is the file in the driver's plugin directory that the
+// library locks around each Prepare and Unprepare when rolling updates
+// are on (Config.PodUID): the two instances of an update call them one
+// at a time, each reading the shared state anew. Work on that state
+// outside those calls takes the same lock (LockCalls).
+func CallLock(pluginDir string) string { return filepath.Join(pluginDir, "serialize.lock") }
+
+// LockCalls waits for CallLock in pluginDir and holds it until unlock is
+// called: no Prepare or Unprepare of either instance runs meanwhile. It
+// is the library's own lock, taken by the library's own call (an open
+// file description lock, which a flock(2) would not exclude), and it
+// must not be taken inside a Prepare or Unprepare, which holds it.
+func LockCalls(pluginDir string) (unlock func(), err error) {
+	f, err := fileutil.LockFile(CallLock(pluginDir), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("the DRA calls' lock: %w", err)
+	}
+	return func() { _ = f.Close() }, nil
 }
 
 // Driver is a running kubelet plugin.
@@ -121,10 +159,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		kubeletplugin.DriverName(cfg.DriverName), kubeletplugin.NodeName(cfg.NodeName),
 		kubeletplugin.KubeClient(cfg.Client),
 	}
-	pluginDir := cfg.PluginDir
-	if pluginDir == "" {
-		pluginDir = filepath.Join(kubeletplugin.KubeletPluginsDir, cfg.DriverName)
-	}
+	pluginDir := PluginDir(cfg.PluginDir, cfg.DriverName)
 	// The library listens in it without creating it; the kubelet does
 	// not create it either.
 	if err := os.MkdirAll(pluginDir, 0o750); err != nil {
@@ -133,6 +168,9 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	opts = append(opts, kubeletplugin.PluginDataDirectoryPath(pluginDir))
 	if cfg.RegistrarDir != "" {
 		opts = append(opts, kubeletplugin.RegistrarDirectoryPath(cfg.RegistrarDir))
+	}
+	if cfg.PodUID != "" {
+		opts = append(opts, kubeletplugin.RollingUpdate(cfg.PodUID))
 	}
 	reg := &registration{}
 	opts = append(opts, kubeletplugin.GRPCInterceptor(reg.observe))

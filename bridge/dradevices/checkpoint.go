@@ -104,26 +104,50 @@ type checkpointFile struct {
 // checkpoint, one that cannot be read or decoded an error wrapping
 // ErrCheckpoint.
 func LoadCheckpoint(path string) (*Checkpoint, error) {
-	c := &Checkpoint{path: path, claims: map[types.UID]Claim{}}
-	data, err := atomicfile.ReadRegular(path, maxCheckpoint)
-	if errors.Is(err, fs.ErrNotExist) {
-		return c, nil
-	}
+	f, err := readCheckpoint(path)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrCheckpoint, err)
+		return nil, err
 	}
+	return &Checkpoint{path: path, bootID: f.BootID, claims: f.Claims}, nil
+}
+
+// Reload reads the file again, for what another process wrote to it:
+// the other bridge of a rolling update, which prepares and unprepares
+// claims under the same lock (dra.CallLock). The boot recorded stays
+// this process's, which its next change writes. On error the records
+// are what they were.
+func (c *Checkpoint) Reload() error {
+	f, err := readCheckpoint(c.path)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.claims = f.Claims
+	c.mu.Unlock()
+	return nil
+}
+
+// readCheckpoint decodes the file at path, its Claims never nil; a
+// missing file is one with no claims.
+func readCheckpoint(path string) (checkpointFile, error) {
 	var f checkpointFile
+	data, err := atomicfile.ReadRegular(path, maxCheckpoint)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return checkpointFile{Version: checkpointVersion, Claims: map[types.UID]Claim{}}, nil
+	case err != nil:
+		return f, fmt.Errorf("%w: %w", ErrCheckpoint, err)
+	}
 	if err := json.Unmarshal(data, &f); err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrCheckpoint, path, err)
+		return f, fmt.Errorf("%w: %s: %w", ErrCheckpoint, path, err)
 	}
 	if f.Version != checkpointVersion {
-		return nil, fmt.Errorf("%w: %s: version %d, want %d", ErrCheckpoint, path, f.Version, checkpointVersion)
+		return f, fmt.Errorf("%w: %s: version %d, want %d", ErrCheckpoint, path, f.Version, checkpointVersion)
 	}
-	if f.Claims != nil {
-		c.claims = f.Claims
+	if f.Claims == nil {
+		f.Claims = map[types.UID]Claim{}
 	}
-	c.bootID = f.BootID
-	return c, nil
+	return f, nil
 }
 
 // BootID is the boot the checkpoint records: the kernel's boot id when

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cdiexec/cdi/bridge/cdispec"
 	"github.com/cdiexec/cdi/bridge/discovery"
+	"github.com/cdiexec/cdi/bridge/dra"
 	"github.com/cdiexec/cdi/bridge/instance"
 	"github.com/cdiexec/cdi/bridge/reclaim"
 	"github.com/cdiexec/cdi/spec"
@@ -51,9 +52,17 @@ type Truth struct {
 //     (Sweep), its device left out of the slices (Offered).
 //
 // A claim that cannot be prepared is in the error, and the others go on.
+//
+// With PluginDir set it runs under the library's lock of the calls, the
+// checkpoint read anew (lockCalls): the other bridge of a rolling update
+// may have prepared claims since this one started, and their ADDs must
+// not be taken for leftovers.
 func (p *Preparer) Rebuild(ctx context.Context, t Truth) error {
-	p.claimMu.Lock()
-	defer p.claimMu.Unlock()
+	unlock, err := p.lockCalls()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	listed, err := p.listDropIns(ctx)
 	if err != nil {
 		return err
@@ -101,9 +110,32 @@ func (p *Preparer) Rebuild(ctx context.Context, t Truth) error {
 // claim the checkpoint does not record is still allocated only the API
 // server's list of every claim says, which Rebuild reads once.
 func (p *Preparer) Sweep(ctx context.Context, pods *reclaim.Pods) error {
-	p.claimMu.Lock()
-	defer p.claimMu.Unlock()
+	unlock, err := p.lockCalls()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	return p.collect(ctx, pods, func(id string) bool { return !p.isSlot(id) }, false)
+}
+
+// lockCalls is the lock of Prepare and Unprepare for work outside them:
+// claimMu, and with PluginDir the library's lock of the calls too
+// (dra.LockCalls), after which the checkpoint is read anew, for what the
+// other bridge of a rolling update wrote. unlock releases both.
+func (p *Preparer) lockCalls() (unlock func(), err error) {
+	unlockFile := func() {}
+	if p.PluginDir != "" {
+		if unlockFile, err = dra.LockCalls(p.PluginDir); err != nil {
+			return nil, err
+		}
+	}
+	p.claimMu.Lock()
+	unlock = func() { p.claimMu.Unlock(); unlockFile() }
+	if err := p.reload(); err != nil {
+		unlock()
+		return nil, err
+	}
+	return unlock, nil
 }
 
 // ofDriver says whether c has an allocation result of this driver.

@@ -23,8 +23,14 @@ import (
 // drop-in's LIST has is DELed. A claim found nowhere has nothing left to
 // release; its spec file is removed all the same.
 func (p *Preparer) Unprepare(ctx context.Context, uid types.UID) error {
+	if err := p.waitPools(ctx); err != nil {
+		return err
+	}
 	p.claimMu.Lock()
 	defer p.claimMu.Unlock()
+	if err := p.reload(); err != nil {
+		return err
+	}
 	rec, ok := p.Checkpoint.Get(uid)
 	if !ok {
 		var err error
@@ -39,11 +45,8 @@ func (p *Preparer) Unprepare(ctx context.Context, uid types.UID) error {
 }
 
 // listed is a record of what the DRA drop-ins' plugins hold for claim
-// uid, by their LIST.
+// uid, by their LIST; the pools are set (waitPools).
 func (p *Preparer) listed(ctx context.Context, uid types.UID) (Claim, error) {
-	if err := p.ready(); err != nil {
-		return Claim{}, err
-	}
 	var rec Claim
 	for _, d := range p.dropIns() {
 		l, err := d.plugin.Plugin.List(ctx)

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/cdiexec/cdi/bridge/cdispec"
@@ -54,6 +55,10 @@ type Config struct {
 	// OnFatal is dra.Config's: told of an error the kubelet plugin
 	// cannot recover from.
 	OnFatal func(error)
+	// PodUID is dra.Config's: set, the driver serves beside the other
+	// pod of a rolling update, with which the preparer shares the
+	// checkpoint (dradevices.Preparer.PluginDir).
+	PodUID types.UID
 }
 
 // ErrConfig is wrapped by Start's error for a Config that lacks a field.
@@ -116,6 +121,9 @@ func Start(ctx context.Context, cfg Config) (*FrontEnd, error) {
 	}
 	p := &dradevices.Preparer{Driver: cfg.Driver, Node: cfg.NodeName, CDI: cfg.CDI, Vendor: cfg.Driver, Checkpoint: ckpt,
 		Logger: cfg.Logger, Grace: cfg.Grace}
+	if cfg.PodUID != "" {
+		p.PluginDir = dra.PluginDir(cfg.PluginDir, cfg.Driver)
+	}
 	if err := p.RestoreSpecs(); err != nil {
 		cfg.Logger.Error("rewriting the CDI specs of prepared claims", "error", err)
 	}
@@ -187,7 +195,7 @@ func (f *FrontEnd) run(ctx context.Context) {
 		return
 	}
 	d, err := dra.Start(ctx, dra.Config{DriverName: f.driver, NodeName: f.node, Client: f.client, Devices: f.preparer,
-		PluginDir: f.cfg.PluginDir, RegistrarDir: f.cfg.RegistrarDir, Logger: f.log, OnFatal: f.cfg.OnFatal})
+		PluginDir: f.cfg.PluginDir, RegistrarDir: f.cfg.RegistrarDir, Logger: f.log, OnFatal: f.cfg.OnFatal, PodUID: f.cfg.PodUID})
 	if err != nil {
 		f.log.Error("starting the DRA kubelet plugin", "error", err)
 		if f.cfg.OnFatal != nil {

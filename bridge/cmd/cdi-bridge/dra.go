@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/cdiexec/cdi/bridge/cdispec"
 	"github.com/cdiexec/cdi/bridge/discovery"
 	"github.com/cdiexec/cdi/bridge/drafront"
@@ -40,7 +42,7 @@ func startDRA(ctx context.Context, o *options, api *kubeAccess, store instance.S
 	return drafront.Start(ctx, drafront.Config{NodeName: o.nodeName, Driver: o.domain, Client: api.client, CDI: cdiDir,
 		Checkpoint: o.draCheckpoint, PluginDir: o.draPluginDir, RegistrarDir: o.draRegistrarDir, Store: store,
 		Kubelet: podResources, Grace: o.reclaimGrace, SweepPeriod: o.reclaimEvery,
-		OnSetAside: m.DRACheckpointSetAside, Logger: log, OnFatal: onFatal})
+		OnSetAside: m.DRACheckpointSetAside, Logger: log, OnFatal: onFatal, PodUID: types.UID(o.podUID)})
 }
 
 // frontEnds hands each discovery to the front ends: the pools of

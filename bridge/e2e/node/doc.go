@@ -51,6 +51,21 @@
 //   - TestDRAMove moves the terminals' pool between the device plugins
 //     and DRA under running pods, both ways, by restarting the bridge
 //     with another --dra-pools: no terminal is offered twice.
+//   - TestDRAUpstream runs a node as TestDRA does and holds the bridge to
+//     the checks of upstream's DRA node tests, which only their own test
+//     driver can run: a pod created while the kubelet is down runs; a
+//     Prepare that fails keeps the pod pending, with the kubelet's event,
+//     until it succeeds; a pod deleted while the kubelet is down, and a
+//     force-deleted one, are unprepared; a new claim of an old claim's
+//     name waits for the old one's Unprepare. The failures are the
+//     terminals' plugin's own: its drop-in runs it behind a gate, a
+//     script whose files make ADD or DEL fail or hold INFO
+//     (dragate_test.go).
+//   - TestDRARollingUpdate runs a node as TestDRA does and updates the
+//     bridge as the chart's DaemonSet does with dra.pools: a second
+//     bridge started with a new pod UID (--pod-uid) beside the first,
+//     which stops once the second is ready, while pods with claims run
+//     and new ones are prepared.
 //   - TestBrokers runs a node as TestDRA does, with the Job, Deployment,
 //     ReplicaSet and garbage-collector controllers besides and the bridge
 //     acting on Brokers (bridge/broker) in the pods' namespace, holding the

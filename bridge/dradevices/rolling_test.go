@@ -1,0 +1,98 @@
+package dradevices
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/cdiexec/cdi/bridge/dra"
+	"github.com/cdiexec/cdi/bridge/reclaim"
+)
+
+// rollingPair is the two bridges of a rolling update on one node: the
+// old pod's and the new pod's, with one checkpoint file, one plugin
+// state and one plugin directory. The new one starts (reads the
+// checkpoint) before the old one is done preparing.
+func rollingPair(t *testing.T, r *rig) (oldPod, newPod *Preparer) {
+	t.Helper()
+	pluginDir := t.TempDir()
+	oldPod = r.p
+	oldPod.PluginDir = pluginDir
+	newPod = r.preparer(t)
+	newPod.PluginDir = pluginDir
+	return oldPod, newPod
+}
+
+// Over a rolling update, a claim the old bridge prepared after the new
+// one started is the new one's to know: the new one's Rebuild keeps its
+// ADDs (its GC would free a device a pod holds), its Prepare does not
+// ADD again, its Unprepare DELs them, and neither bridge's checkpoint
+// write drops the other's claims.
+func TestRollingUpdateSharesTheCheckpoint(t *testing.T) {
+	r := newRig(t, 1)
+	ctx := context.Background()
+	oldPod, newPod := rollingPair(t, r)
+	late := claim("late", result{"cdi.local", "n/tty-generic", r.devices[0]})
+	if _, err := oldPod.Prepare(ctx, late); err != nil {
+		t.Fatal(err)
+	}
+	// The API server has late allocated, and reserved for a pod whose
+	// container has not started: the kubelet holds nothing yet.
+	if err := newPod.Rebuild(ctx, Truth{Claims: []resourceapi.ResourceClaim{reserved("late", result{"cdi.local", "n/tty-generic", r.devices[0]})},
+		Pods: &reclaim.Pods{}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.allocations(t); !slices.Equal(got, []string{"late-0"}) {
+		t.Fatalf("after the new bridge's Rebuild the plugin holds %v, want the old bridge's late-0", got)
+	}
+	if _, err := newPod.Prepare(ctx, late); err != nil {
+		t.Errorf("the new bridge's Prepare of the old one's claim: %v", err)
+	}
+	next := claim("next", result{"cdi.local", "n/tty-generic", r.devices[1]})
+	if _, err := newPod.Prepare(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	other := claim("other", result{"cdi.local", "n/tty-generic", r.devices[2]})
+	if _, err := oldPod.Prepare(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	if err := newPod.Unprepare(ctx, late.UID); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.allocations(t); !slices.Equal(got, []string{"next-0", "other-0"}) {
+		t.Errorf("the plugin holds %v, want next-0 and other-0 (late-0 unprepared by the new bridge)", got)
+	}
+	ckpt, err := LoadCheckpoint(r.ckpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ckpt.UIDs(); !slices.Equal(got, []types.UID{"next", "other"}) {
+		t.Errorf("the checkpoint records %v, want next and other", got)
+	}
+}
+
+// The new bridge's Rebuild waits for a call the old one is running: the
+// library's lock of the calls is held around it.
+func TestRebuildWaitsForTheOtherBridgesCall(t *testing.T) {
+	r := newRig(t, 1)
+	_, newPod := rollingPair(t, r)
+	unlock, err := dra.LockCalls(newPod.PluginDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- newPod.Rebuild(context.Background(), Truth{Pods: &reclaim.Pods{}}) }()
+	select {
+	case err := <-done:
+		t.Fatalf("Rebuild returned (%v) while the other bridge's call held the lock", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	unlock()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
