@@ -30,6 +30,15 @@ type Truth struct {
 	Pods *reclaim.Pods
 }
 
+// ReadTruth reads the Truth: the API server's claims, the kubelet's
+// containers.
+type ReadTruth func(context.Context) (Truth, error)
+
+// ErrNotRebuilt is wrapped by Rebuild's error when it did nothing: the
+// Truth, the checkpoint or the lock could not be had. Rebuild is to be
+// tried again.
+var ErrNotRebuilt = errors.New("prepared claims not rebuilt")
+
 // Rebuild makes the checkpoint and the plugins agree with the API server
 // and the kubelet, once the pools are set and before the driver
 // registers: the checkpoint is a cache, which may have been set aside
@@ -53,16 +62,29 @@ type Truth struct {
 //
 // A claim that cannot be prepared is in the error, and the others go on.
 //
-// With PluginDir set it runs under the library's lock of the calls, the
+// It reads the Truth (read) under the lock of Prepare and Unprepare, and
+// with PluginDir set under the library's lock of the calls, the
 // checkpoint read anew (lockCalls): the other bridge of a rolling update
-// may have prepared claims since this one started, and their ADDs must
-// not be taken for leftovers.
-func (p *Preparer) Rebuild(ctx context.Context, t Truth) error {
+// serves the kubelet until this one registers, and a claim it prepares
+// is in the checkpoint, and allocated in the API server, before its ADDs
+// run. Read before the lock, the API server's claims could miss one that
+// the other bridge prepared in between, whose record and ADDs would then
+// be taken for leftovers and released.
+func (p *Preparer) Rebuild(ctx context.Context, read ReadTruth) error {
 	unlock, err := p.lockCalls()
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %w", ErrNotRebuilt, err)
 	}
 	defer unlock()
+	t, err := read(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrNotRebuilt, err)
+	}
+	return p.rebuild(ctx, t)
+}
+
+// rebuild is Rebuild, its caller holding the locks.
+func (p *Preparer) rebuild(ctx context.Context, t Truth) error {
 	listed, err := p.listDropIns(ctx)
 	if err != nil {
 		return err

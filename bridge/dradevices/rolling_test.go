@@ -3,6 +3,7 @@ package dradevices
 import (
 	"context"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -42,8 +43,8 @@ func TestRollingUpdateSharesTheCheckpoint(t *testing.T) {
 	}
 	// The API server has late allocated, and reserved for a pod whose
 	// container has not started: the kubelet holds nothing yet.
-	if err := newPod.Rebuild(ctx, Truth{Claims: []resourceapi.ResourceClaim{reserved("late", result{"cdi.local", "n/tty-generic", r.devices[0]})},
-		Pods: &reclaim.Pods{}}); err != nil {
+	if err := newPod.Rebuild(ctx, given(Truth{Claims: []resourceapi.ResourceClaim{reserved("late", result{"cdi.local", "n/tty-generic", r.devices[0]})},
+		Pods: &reclaim.Pods{}})); err != nil {
 		t.Fatal(err)
 	}
 	if got := r.allocations(t); !slices.Equal(got, []string{"late-0"}) {
@@ -85,7 +86,7 @@ func TestRebuildWaitsForTheOtherBridgesCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- newPod.Rebuild(context.Background(), Truth{Pods: &reclaim.Pods{}}) }()
+	go func() { done <- newPod.Rebuild(context.Background(), given(Truth{Pods: &reclaim.Pods{}})) }()
 	select {
 	case err := <-done:
 		t.Fatalf("Rebuild returned (%v) while the other bridge's call held the lock", err)
@@ -94,5 +95,65 @@ func TestRebuildWaitsForTheOtherBridgesCall(t *testing.T) {
 	unlock()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The new bridge's Rebuild reads the API server's claims under the
+// library's lock of the calls. The old bridge still serves the kubelet,
+// and a claim the scheduler allocates after that read is prepared by it
+// after the Rebuild: never between the read and the release of what the
+// read does not name, which would take the claim's record and ADDs for
+// leftovers, and free a device its pod is about to get.
+func TestRebuildKeepsWhatTheOtherBridgePreparesMeanwhile(t *testing.T) {
+	r := newRig(t, 1)
+	ctx := context.Background()
+	oldPod, newPod := rollingPair(t, r)
+	late := reserved("late", result{"cdi.local", "n/tty-generic", r.devices[0]})
+	var mu sync.Mutex
+	var api []resourceapi.ResourceClaim // the API server's claims
+	// oldCall is the kubelet's call to the old bridge as the library
+	// makes it, for a claim the scheduler has just allocated.
+	oldCall := func() error {
+		mu.Lock()
+		api = append(api, late)
+		mu.Unlock()
+		unlock, err := dra.LockCalls(oldPod.PluginDir)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+		_, err = oldPod.Prepare(ctx, &late)
+		return err
+	}
+	called := make(chan error, 1)
+	read := func(context.Context) (Truth, error) {
+		mu.Lock()
+		truth := Truth{Claims: slices.Clone(api), Pods: &reclaim.Pods{}}
+		mu.Unlock()
+		// The old bridge's call comes now, before this Rebuild releases
+		// what truth does not name; let it run if it can.
+		go func() { called <- oldCall() }()
+		select {
+		case err := <-called:
+			called <- err
+		case <-time.After(2 * time.Second): // it waits for the lock
+		}
+		return truth, nil
+	}
+	if err := newPod.Rebuild(ctx, read); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-called; err != nil {
+		t.Fatalf("the old bridge's Prepare: %v", err)
+	}
+	if got := r.allocations(t); !slices.Equal(got, []string{"late-0"}) {
+		t.Errorf("the plugin holds %v, want late-0, which the old bridge prepared", got)
+	}
+	ckpt, err := LoadCheckpoint(r.ckpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ckpt.UIDs(); !slices.Equal(got, []types.UID{"late"}) {
+		t.Errorf("the checkpoint records %v, want late", got)
 	}
 }

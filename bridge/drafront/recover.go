@@ -2,6 +2,7 @@ package drafront
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -17,20 +18,25 @@ import (
 )
 
 // rebuild runs dradevices.Preparer.Rebuild with the API server's claims
-// and what the kubelet's containers hold, trying again with a backoff
-// (up to rebuildBackoffCap) until both answered and every claim found
-// here was prepared, or ctx ends (false). A claim that cannot be prepared
-// (its device gone) is logged, not tried again for ever.
+// and what the kubelet's containers hold (truth), trying again with a
+// backoff (up to rebuildBackoffCap) until both answered and every claim
+// found here was prepared, or ctx ends (false). A claim that cannot be
+// prepared (its device gone) is logged, not tried again for ever.
 func (f *FrontEnd) rebuild(ctx context.Context) bool {
 	backoff := kwait.Backoff{Duration: time.Second, Factor: 2, Steps: 1 << 30, Cap: rebuildBackoffCap}
 	for {
-		t, err := f.truth(ctx)
-		if err == nil {
-			if err := f.preparer.Rebuild(ctx, t); err != nil {
+		var kubeletAsked bool
+		err := f.preparer.Rebuild(ctx, func(ctx context.Context) (dradevices.Truth, error) {
+			t, err := f.truth(ctx)
+			kubeletAsked = t.Pods != nil
+			return t, err
+		})
+		if !errors.Is(err, dradevices.ErrNotRebuilt) {
+			if err != nil {
 				f.log.Error("rebuilding the prepared claims: some are not prepared; the kubelet prepares them again", "error", err)
 			}
 			f.log.Info("prepared claims rebuilt from the API server and the plugins", "prepared", len(f.preparer.Checkpoint.UIDs()),
-				"kubeletAsked", t.Pods != nil)
+				"kubeletAsked", kubeletAsked)
 			return true
 		}
 		delay := backoff.Step()
@@ -46,9 +52,19 @@ func (f *FrontEnd) rebuild(ctx context.Context) bool {
 // rebuildBackoffCap bounds the wait between two tries of rebuild.
 const rebuildBackoffCap = 30 * time.Second
 
+// truthTimeout bounds truth with a pod UID, when the other bridge of a
+// rolling update waits for it: Rebuild reads it under the library's
+// lock of the calls, and the kubelet gives up a call after 45 s.
+const truthTimeout = 30 * time.Second
+
 // truth is every claim of the API server and what the kubelet's
 // containers hold (none without Config.Kubelet).
 func (f *FrontEnd) truth(ctx context.Context) (dradevices.Truth, error) {
+	if f.cfg.PodUID != "" {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, truthTimeout)
+		defer cancel()
+	}
 	claims, err := f.listClaims(ctx)
 	if err != nil {
 		return dradevices.Truth{}, err
