@@ -94,17 +94,40 @@ func PluginDir(dir, driver string) string {
 // outside those calls takes the same lock (LockCalls).
 func CallLock(pluginDir string) string { return filepath.Join(pluginDir, "serialize.lock") }
 
-// LockCalls waits for CallLock in pluginDir and holds it until unlock is
-// called: no Prepare or Unprepare of either instance runs meanwhile. It
-// is the library's own lock, taken by the library's own call (an open
-// file description lock, which a flock(2) would not exclude), and it
-// must not be taken inside a Prepare or Unprepare, which holds it.
-func LockCalls(pluginDir string) (unlock func(), err error) {
-	f, err := fileutil.LockFile(CallLock(pluginDir), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
+// LockCalls waits for CallLock in pluginDir, making the directory if
+// need be, and holds it until unlock is called: no Prepare or Unprepare
+// of either instance runs meanwhile. It is the library's own lock, taken
+// by the library's own call (an open file description lock, which a
+// flock(2) would not exclude), and it must not be taken inside a Prepare
+// or Unprepare, which holds it. When ctx ends first, the error wraps its
+// cause, and the lock, once had, is let go at once.
+func LockCalls(ctx context.Context, pluginDir string) (unlock func(), err error) {
+	if err := os.MkdirAll(pluginDir, 0o750); err != nil {
 		return nil, fmt.Errorf("the DRA calls' lock: %w", err)
 	}
-	return func() { _ = f.Close() }, nil
+	type locked struct {
+		f   *fileutil.LockedFile
+		err error
+	}
+	got := make(chan locked, 1)
+	go func() {
+		f, err := fileutil.LockFile(CallLock(pluginDir), os.O_RDWR|os.O_CREATE, 0o600)
+		got <- locked{f, err}
+	}()
+	select {
+	case l := <-got:
+		if l.err != nil {
+			return nil, fmt.Errorf("the DRA calls' lock: %w", l.err)
+		}
+		return func() { _ = l.f.Close() }, nil
+	case <-ctx.Done():
+		go func() {
+			if l := <-got; l.err == nil {
+				_ = l.f.Close()
+			}
+		}()
+		return nil, fmt.Errorf("the DRA calls' lock: %w", context.Cause(ctx))
+	}
 }
 
 // Driver is a running kubelet plugin.

@@ -2,6 +2,7 @@ package dra_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -67,7 +68,7 @@ func TestRollingUpdate(t *testing.T) {
 		}
 	}
 
-	unlock, err := dra.LockCalls(filepath.Join(dir, "plugin"))
+	unlock, err := dra.LockCalls(context.Background(), filepath.Join(dir, "plugin"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,4 +98,27 @@ func TestRollingUpdate(t *testing.T) {
 	if prepared, _ := oldPod.Calls(); len(prepared) != 0 {
 		t.Errorf("the old pod's bridge prepared %v, its socket was not called", prepared)
 	}
+}
+
+// A wait for the lock of the calls ends with its context, and the lock,
+// when it comes, is let go: the next caller has it.
+func TestLockCallsEndsWithItsContext(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "plugin") // made by LockCalls
+	unlock, err := dra.LockCalls(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := dra.LockCalls(ctx, dir); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("LockCalls while the lock is held, until its context ends: %v, want the deadline", err)
+	}
+	unlock()
+	ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	again, err := dra.LockCalls(ctx, dir)
+	if err != nil {
+		t.Fatalf("LockCalls after the one given up: %v", err)
+	}
+	again()
 }

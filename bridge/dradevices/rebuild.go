@@ -71,7 +71,7 @@ var ErrNotRebuilt = errors.New("prepared claims not rebuilt")
 // the other bridge prepared in between, whose record and ADDs would then
 // be taken for leftovers and released.
 func (p *Preparer) Rebuild(ctx context.Context, read ReadTruth) error {
-	unlock, err := p.lockCalls()
+	unlock, err := p.lockCalls(ctx)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrNotRebuilt, err)
 	}
@@ -132,7 +132,7 @@ func (p *Preparer) rebuild(ctx context.Context, t Truth) error {
 // claim the checkpoint does not record is still allocated only the API
 // server's list of every claim says, which Rebuild reads once.
 func (p *Preparer) Sweep(ctx context.Context, pods *reclaim.Pods) error {
-	unlock, err := p.lockCalls()
+	unlock, err := p.lockCalls(ctx)
 	if err != nil {
 		return err
 	}
@@ -144,10 +144,10 @@ func (p *Preparer) Sweep(ctx context.Context, pods *reclaim.Pods) error {
 // claimMu, and with PluginDir the library's lock of the calls too
 // (dra.LockCalls), after which the checkpoint is read anew, for what the
 // other bridge of a rolling update wrote. unlock releases both.
-func (p *Preparer) lockCalls() (unlock func(), err error) {
+func (p *Preparer) lockCalls(ctx context.Context) (unlock func(), err error) {
 	unlockFile := func() {}
 	if p.PluginDir != "" {
-		if unlockFile, err = dra.LockCalls(p.PluginDir); err != nil {
+		if unlockFile, err = dra.LockCalls(ctx, p.PluginDir); err != nil {
 			return nil, err
 		}
 	}

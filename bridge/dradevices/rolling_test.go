@@ -81,7 +81,7 @@ func TestRollingUpdateSharesTheCheckpoint(t *testing.T) {
 func TestRebuildWaitsForTheOtherBridgesCall(t *testing.T) {
 	r := newRig(t, 1)
 	_, newPod := rollingPair(t, r)
-	unlock, err := dra.LockCalls(newPod.PluginDir)
+	unlock, err := dra.LockCalls(context.Background(), newPod.PluginDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestRebuildKeepsWhatTheOtherBridgePreparesMeanwhile(t *testing.T) {
 		mu.Lock()
 		api = append(api, late)
 		mu.Unlock()
-		unlock, err := dra.LockCalls(oldPod.PluginDir)
+		unlock, err := dra.LockCalls(ctx, oldPod.PluginDir)
 		if err != nil {
 			return err
 		}
