@@ -61,6 +61,10 @@ type Preparer struct {
 	// under the library's lock of the calls, and Rebuild and Sweep take
 	// that lock (dra.LockCalls).
 	PluginDir string
+	// OnSetAside, if set, is told of a checkpoint that, read anew
+	// (PluginDir), could not be read and was moved aside; else that is
+	// logged.
+	OnSetAside func(SetAside)
 
 	mu    sync.Mutex
 	pools map[string]discovery.Pool // by the bridge's pool name; nil before SetPools
@@ -200,12 +204,23 @@ func sameDevices(a, b Claim) bool {
 }
 
 // reload reads the checkpoint anew when another bridge may have written
-// it (PluginDir set).
+// it (PluginDir set), under the library's lock of the calls. A file that
+// cannot be read is moved aside (Checkpoint.Reload), the records in
+// memory kept, and OnSetAside told.
 func (p *Preparer) reload() error {
 	if p.PluginDir == "" {
 		return nil
 	}
-	return p.Checkpoint.Reload()
+	aside, err := p.Checkpoint.Reload(time.Now())
+	switch {
+	case aside == nil:
+	case p.OnSetAside != nil:
+		p.OnSetAside(*aside)
+	default:
+		p.log().Warn("DRA checkpoint set aside; the claims this bridge knows of are written anew", "reason", aside.Reason,
+			"setAside", aside.Path, "error", aside.Err)
+	}
+	return err
 }
 
 // plan resolves claim's allocation results of this driver to the

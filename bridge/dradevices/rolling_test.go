@@ -2,7 +2,10 @@ package dradevices
 
 import (
 	"context"
+	"errors"
+	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -26,6 +29,18 @@ func rollingPair(t *testing.T, r *rig) (oldPod, newPod *Preparer) {
 	newPod = r.preparer(t)
 	newPod.PluginDir = pluginDir
 	return oldPod, newPod
+}
+
+// checkRecorded checks that the checkpoint file records the claims want.
+func (r *rig) checkRecorded(t *testing.T, want ...types.UID) {
+	t.Helper()
+	ckpt, err := LoadCheckpoint(r.ckpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ckpt.UIDs(); !slices.Equal(got, want) {
+		t.Errorf("the checkpoint records %v, want %v", got, want)
+	}
 }
 
 // Over a rolling update, a claim the old bridge prepared after the new
@@ -67,13 +82,7 @@ func TestRollingUpdateSharesTheCheckpoint(t *testing.T) {
 	if got := r.allocations(t); !slices.Equal(got, []string{"next-0", "other-0"}) {
 		t.Errorf("the plugin holds %v, want next-0 and other-0 (late-0 unprepared by the new bridge)", got)
 	}
-	ckpt, err := LoadCheckpoint(r.ckpt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := ckpt.UIDs(); !slices.Equal(got, []types.UID{"next", "other"}) {
-		t.Errorf("the checkpoint records %v, want next and other", got)
-	}
+	r.checkRecorded(t, "next", "other")
 }
 
 // The new bridge's Rebuild waits for a call the old one is running: the
@@ -149,11 +158,59 @@ func TestRebuildKeepsWhatTheOtherBridgePreparesMeanwhile(t *testing.T) {
 	if got := r.allocations(t); !slices.Equal(got, []string{"late-0"}) {
 		t.Errorf("the plugin holds %v, want late-0, which the old bridge prepared", got)
 	}
-	ckpt, err := LoadCheckpoint(r.ckpt)
-	if err != nil {
+	r.checkRecorded(t, "late")
+}
+
+// Read anew in a call, a checkpoint that cannot be read (cut short) is
+// moved aside, as at start, and does not fail the call: the bridge
+// writes anew the claims it knows of, and a claim only the other bridge
+// knew of is unprepared by what the plugin's LIST holds for it.
+func TestRollingUpdateSetsAsideAnUnreadableCheckpoint(t *testing.T) {
+	r := newRig(t, 1)
+	ctx := context.Background()
+	oldPod, newPod := rollingPair(t, r)
+	var told []SetAside
+	newPod.OnSetAside = func(a SetAside) { told = append(told, a) }
+	if _, err := oldPod.Prepare(ctx, claim("a", result{"cdi.local", "n/tty-generic", r.devices[0]})); err != nil {
 		t.Fatal(err)
 	}
-	if got := ckpt.UIDs(); !slices.Equal(got, []types.UID{"late"}) {
-		t.Errorf("the checkpoint records %v, want late", got)
+	if err := os.WriteFile(r.ckpt, []byte(`{"version":1,"claims":{"a":{"namesp`), 0o600); err != nil {
+		t.Fatal(err)
 	}
+	if _, err := newPod.Prepare(ctx, claim("b", result{"cdi.local", "n/tty-generic", r.devices[1]})); err != nil {
+		t.Fatalf("Prepare with the checkpoint cut short: %v", err)
+	}
+	if len(told) != 1 || told[0].Reason != ReasonUnreadable || !errors.Is(told[0].Err, ErrCheckpoint) {
+		t.Fatalf("OnSetAside told %+v, want the unreadable checkpoint once", told)
+	}
+	if kept, err := os.ReadFile(told[0].Path); err != nil || !strings.HasSuffix(string(kept), "namesp") {
+		t.Errorf("the file set aside, %s: %q, %v; want the one cut short", told[0].Path, kept, err)
+	}
+	if err := oldPod.Unprepare(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.allocations(t); !slices.Equal(got, []string{"b-0"}) {
+		t.Errorf("the plugin holds %v, want b-0 (a-0 unprepared by the plugin's LIST)", got)
+	}
+	r.checkRecorded(t, "b")
+}
+
+// Read anew in a call, a checkpoint that is not there (deleted, or set
+// aside by the other bridge) leaves the records in memory, which the
+// call's change writes: a deleted file does not make a bridge forget
+// the claims it prepared.
+func TestRollingUpdateKeepsTheRecordsOfADeletedCheckpoint(t *testing.T) {
+	r := newRig(t, 1)
+	ctx := context.Background()
+	oldPod, _ := rollingPair(t, r)
+	if _, err := oldPod.Prepare(ctx, claim("a", result{"cdi.local", "n/tty-generic", r.devices[0]})); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(r.ckpt); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := oldPod.Prepare(ctx, claim("b", result{"cdi.local", "n/tty-generic", r.devices[1]})); err != nil {
+		t.Fatal(err)
+	}
+	r.checkRecorded(t, "a", "b")
 }

@@ -116,15 +116,24 @@ func (f *FrontEnd) sweep(ctx context.Context) bool {
 	return !sameHealth(before, f.preparer.Offered(f.currentPools()))
 }
 
-// warnSetAside tells the operator that the checkpoint was set aside: in
-// the log, in a metric (Config.OnSetAside), and in a Warning Event
-// regarding the Node (`kubectl describe node` shows it), in the default
-// namespace, where the API server takes events of objects of no
+// aftermath is what follows a checkpoint set aside, for warnSetAside: the
+// Event's action, and its note's end.
+type aftermath struct{ action, then string }
+
+// A checkpoint set aside at start, or read anew in a call (with a pod
+// UID).
+var (
+	setAsideAtStart = aftermath{"Rebuild", "the prepared claims are rebuilt from the API server and the plugins"}
+	setAsideInCall  = aftermath{"Rewrite", "the bridge writes anew the claims it knows of; an Unprepare of another finds it by the plugins' LIST"}
+)
+
+// warnSetAside tells the operator that the checkpoint was set aside, and
+// then: in the log, in a metric (Config.OnSetAside), and in a Warning
+// Event regarding the Node (`kubectl describe node` shows it), in the
+// default namespace, where the API server takes events of objects of no
 // namespace.
-func (f *FrontEnd) warnSetAside(ctx context.Context) {
-	a := f.aside
-	msg := fmt.Sprintf("DRA checkpoint %s set aside as %s (%s); the prepared claims are rebuilt from the API server and the plugins",
-		f.cfg.Checkpoint, a.Path, a.Reason)
+func (f *FrontEnd) warnSetAside(ctx context.Context, a dradevices.SetAside, after aftermath) {
+	msg := fmt.Sprintf("DRA checkpoint %s set aside as %s (%s); %s", f.cfg.Checkpoint, a.Path, a.Reason, after.then)
 	if a.Err != nil {
 		msg += ": " + a.Err.Error()
 	}
@@ -134,7 +143,7 @@ func (f *FrontEnd) warnSetAside(ctx context.Context) {
 	}
 	ev := &eventsv1.Event{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: f.node + "-dra-checkpoint-", Namespace: metav1.NamespaceDefault},
-		EventTime:  metav1.NowMicro(), Type: corev1.EventTypeWarning, Reason: "DRACheckpointSetAside", Action: "Rebuild",
+		EventTime:  metav1.NowMicro(), Type: corev1.EventTypeWarning, Reason: "DRACheckpointSetAside", Action: after.action,
 		ReportingController: f.driver + "/cdi-bridge", ReportingInstance: "cdi-bridge-" + f.node, Note: truncate(msg, 1024),
 		Regarding: corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: f.node},
 	}
