@@ -214,3 +214,21 @@ func TestRollingUpdateKeepsTheRecordsOfADeletedCheckpoint(t *testing.T) {
 	}
 	r.checkRecorded(t, "a", "b")
 }
+
+// A device a claim the other bridge of a rolling update prepared holds is
+// held for this one too, before any call of its own has read the
+// checkpoint anew: discovery keeps it when it vanishes (Holds).
+func TestRollingUpdateHoldsTheOtherBridgesDevices(t *testing.T) {
+	r := newRig(t, 1)
+	oldPod, newPod := rollingPair(t, r)
+	if _, err := oldPod.Prepare(context.Background(), claim("a", result{"cdi.local", "n/tty-generic", r.devices[0]})); err != nil {
+		t.Fatal(err)
+	}
+	devs := r.pool(t, "tty-generic").Devices
+	if !newPod.Holds("tty-generic", devs[0]) {
+		t.Errorf("the new bridge does not hold %s, which the old one prepared", devs[0].ID)
+	}
+	if newPod.Holds("tty-generic", devs[1]) {
+		t.Errorf("the new bridge holds %s, which no claim has", devs[1].ID)
+	}
+}

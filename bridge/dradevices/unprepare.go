@@ -121,9 +121,29 @@ func (p *Preparer) log() *slog.Logger {
 // that the claim's Unprepare still finds its pool and DELs it, and the
 // device, when it comes back, is not published free while the plugin
 // still holds it.
+//
+// With PluginDir, a claim the other bridge of a rolling update prepared
+// since this one last read the checkpoint holds its devices too: the
+// file is read as it is, without the lock of the calls, for a write
+// replaces it whole.
 func (p *Preparer) Holds(pool string, dev spec.DeviceInfo) bool {
+	claims := map[types.UID]Claim{}
 	for _, uid := range p.Checkpoint.UIDs() {
-		rec, _ := p.Checkpoint.Get(uid)
+		claims[uid], _ = p.Checkpoint.Get(uid)
+	}
+	if holds(claims, pool, dev) {
+		return true
+	}
+	if p.PluginDir == "" {
+		return false
+	}
+	f, err := readCheckpoint(p.Checkpoint.path)
+	return err == nil && holds(f.Claims, pool, dev)
+}
+
+// holds says whether a record of claims holds pool's device dev.
+func holds(claims map[types.UID]Claim, pool string, dev spec.DeviceInfo) bool {
+	for _, rec := range claims {
 		for _, d := range rec.Devices {
 			if d.Pool == pool && d.ID == dev.ID && !d.AdminAccess {
 				return true
