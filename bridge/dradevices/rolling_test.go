@@ -45,65 +45,83 @@ func (r *rig) checkRecorded(t *testing.T, want ...types.UID) {
 
 // Over a rolling update, a claim the old bridge prepared after the new
 // one started is the new one's to know: the new one's Rebuild keeps its
-// ADDs (its GC would free a device a pod holds), its Prepare does not
-// ADD again, its Unprepare DELs them, and neither bridge's checkpoint
-// write drops the other's claims.
+// ADDs (its GC would free a device a pod holds) and its record, one the
+// Rebuild does not prepare again too, its Prepare does not ADD again,
+// its Unprepare DELs them, and neither bridge's checkpoint write drops
+// the other's claims.
 func TestRollingUpdateSharesTheCheckpoint(t *testing.T) {
 	r := newRig(t, 1)
 	ctx := context.Background()
 	oldPod, newPod := rollingPair(t, r)
-	late := claim("late", result{"cdi.local", "n/tty-generic", r.devices[0]})
-	if _, err := oldPod.Prepare(ctx, late); err != nil {
-		t.Fatal(err)
+	tty := func(i int) result { return result{"cdi.local", "n/tty-generic", r.devices[i]} }
+	late, ending := claim("late", tty(0)), claim("ending", tty(3))
+	for _, c := range []*resourceapi.ResourceClaim{late, ending} {
+		if _, err := oldPod.Prepare(ctx, c); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// The API server has late allocated, and reserved for a pod whose
-	// container has not started: the kubelet holds nothing yet.
-	if err := newPod.Rebuild(ctx, given(Truth{Claims: []resourceapi.ResourceClaim{reserved("late", result{"cdi.local", "n/tty-generic", r.devices[0]})},
+	// container has not started: the kubelet holds nothing yet; and
+	// ending allocated still, its pod gone: the kubelet is to unprepare
+	// it, which Rebuild leaves to it.
+	endingNow := reserved("ending", tty(3))
+	endingNow.Status.ReservedFor = nil
+	if err := newPod.Rebuild(ctx, given(Truth{Claims: []resourceapi.ResourceClaim{reserved("late", tty(0)), endingNow},
 		Pods: &reclaim.Pods{}})); err != nil {
 		t.Fatal(err)
 	}
-	if got := r.allocations(t); !slices.Equal(got, []string{"late-0"}) {
-		t.Fatalf("after the new bridge's Rebuild the plugin holds %v, want the old bridge's late-0", got)
+	if got := r.sorted(t); got != "[ending-0 late-0]" {
+		t.Fatalf("after the new bridge's Rebuild the plugin holds %v, want the old bridge's ending-0 and late-0", got)
 	}
+	r.checkRecorded(t, "ending", "late")
 	if _, err := newPod.Prepare(ctx, late); err != nil {
 		t.Errorf("the new bridge's Prepare of the old one's claim: %v", err)
 	}
-	next := claim("next", result{"cdi.local", "n/tty-generic", r.devices[1]})
+	next := claim("next", tty(1))
 	if _, err := newPod.Prepare(ctx, next); err != nil {
 		t.Fatal(err)
 	}
-	other := claim("other", result{"cdi.local", "n/tty-generic", r.devices[2]})
+	other := claim("other", tty(2))
 	if _, err := oldPod.Prepare(ctx, other); err != nil {
 		t.Fatal(err)
 	}
-	if err := newPod.Unprepare(ctx, late.UID); err != nil {
-		t.Fatal(err)
+	for _, c := range []*resourceapi.ResourceClaim{late, ending} {
+		if err := newPod.Unprepare(ctx, c.UID); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if got := r.allocations(t); !slices.Equal(got, []string{"next-0", "other-0"}) {
-		t.Errorf("the plugin holds %v, want next-0 and other-0 (late-0 unprepared by the new bridge)", got)
+	if got := r.sorted(t); got != "[next-0 other-0]" {
+		t.Errorf("the plugin holds %v, want next-0 and other-0 (late-0 and ending-0 unprepared by the new bridge)", got)
 	}
 	r.checkRecorded(t, "next", "other")
 }
 
-// The new bridge's Rebuild waits for a call the old one is running: the
-// library's lock of the calls is held around it.
+// The new bridge's Rebuild, and each Sweep, waits for a call the old one
+// is running: the library's lock of the calls is held around them.
 func TestRebuildWaitsForTheOtherBridgesCall(t *testing.T) {
-	r := newRig(t, 1)
-	_, newPod := rollingPair(t, r)
-	unlock, err := dra.LockCalls(context.Background(), newPod.PluginDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- newPod.Rebuild(context.Background(), given(Truth{Pods: &reclaim.Pods{}})) }()
-	select {
-	case err := <-done:
-		t.Fatalf("Rebuild returned (%v) while the other bridge's call held the lock", err)
-	case <-time.After(300 * time.Millisecond):
-	}
-	unlock()
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	for name, work := range map[string]func(p *Preparer) error{
+		"Rebuild": func(p *Preparer) error { return p.Rebuild(context.Background(), given(Truth{Pods: &reclaim.Pods{}})) },
+		"Sweep":   func(p *Preparer) error { return p.Sweep(context.Background(), &reclaim.Pods{}) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := newRig(t, 1)
+			_, newPod := rollingPair(t, r)
+			unlock, err := dra.LockCalls(context.Background(), newPod.PluginDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- work(newPod) }()
+			select {
+			case err := <-done:
+				t.Fatalf("%s returned (%v) while the other bridge's call held the lock", name, err)
+			case <-time.After(300 * time.Millisecond):
+			}
+			unlock()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
 
