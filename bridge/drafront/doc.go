@@ -22,7 +22,11 @@
 // old pod's, and shares the checkpoint with it: Start opens it, setting
 // it aside if need be, under the kubelet-plugin library's lock of the
 // calls (dra.LockCalls), and so does every later read
-// (bridge/dradevices).
+// (bridge/dradevices). During the overlap both publish the node's slices
+// from their own discoveries (the new one only once its claims are
+// rebuilt), and the kubelet watches both health streams; when the old
+// pod stops, the kubelet forgets the driver's health, both pods', and
+// knows it again from the new pod's next report (dra.HealthResend).
 //
 // Which pools it serves is decided by its caller: Split divides a
 // discovery between the device plugins (bridge/node) and this front end,

@@ -20,7 +20,8 @@ import (
 // startDRA starts the DRA front end when --dra-pools names any pool, else
 // returns nil. It stops when ctx ends; onFatal is told of an error its
 // kubelet plugin cannot recover from. store is the node's Instance store,
-// podResources the kubelet's PodResources API (nil: off).
+// podResources the kubelet's PodResources API (nil: off); m gets its
+// checkpoint's fate, its claims and its devices.
 func startDRA(ctx context.Context, o *options, api *kubeAccess, store instance.Store, podResources reclaim.Lister,
 	m *metrics.Metrics, log *slog.Logger, onFatal func(error)) (*drafront.FrontEnd, error) {
 	if len(drafront.ParsePools(o.draPools)) == 0 {
@@ -39,10 +40,15 @@ func startDRA(ctx context.Context, o *options, api *kubeAccess, store instance.S
 		return nil, fmt.Errorf("--cdi-spec-dir, --domain: %w", err)
 	}
 	log.Info("DRA pools", "pools", o.draPools)
-	return drafront.Start(ctx, drafront.Config{NodeName: o.nodeName, Driver: o.domain, Client: api.client, CDI: cdiDir,
+	front, err := drafront.Start(ctx, drafront.Config{NodeName: o.nodeName, Driver: o.domain, Client: api.client, CDI: cdiDir,
 		Checkpoint: o.draCheckpoint, PluginDir: o.draPluginDir, RegistrarDir: o.draRegistrarDir, Store: store,
 		Kubelet: podResources, Grace: o.reclaimGrace, SweepPeriod: o.reclaimEvery,
-		OnSetAside: m.DRACheckpointSetAside, Logger: log, OnFatal: onFatal, PodUID: types.UID(o.podUID)})
+		OnSetAside: m.DRACheckpointSetAside, OnClaim: m.DRAClaim, Logger: log, OnFatal: onFatal, PodUID: types.UID(o.podUID)})
+	if err != nil {
+		return nil, err
+	}
+	m.DRAPools(front.Published)
+	return front, nil
 }
 
 // frontEnds hands each discovery to the front ends: the pools of
