@@ -250,3 +250,26 @@ func TestRollingUpdateHoldsTheOtherBridgesDevices(t *testing.T) {
 		t.Errorf("the new bridge holds %s, which no claim has", devs[1].ID)
 	}
 }
+
+// A device of a claim the other bridge of a rolling update prepared,
+// whose pool discovery no longer lists, is reported unhealthy by this
+// one too (Health): the kubelet forgets the old bridge's reports when it
+// stops, and hears of the device from the new one alone.
+func TestRollingUpdateReportsTheOtherBridgesGoneDevices(t *testing.T) {
+	r := newRig(t, 1)
+	oldPod, newPod := rollingPair(t, r)
+	dev := r.devices[0]
+	if _, err := oldPod.Prepare(context.Background(), claim("a", result{"cdi.local", "n/tty-generic", dev})); err != nil {
+		t.Fatal(err)
+	}
+	pool := PoolName(newPod.Node, "tty-generic")
+	for _, h := range newPod.Health(nil, time.Now()) {
+		if h.Pool == pool && h.Name == dev {
+			if h.Health != dra.Unhealthy {
+				t.Errorf("the new bridge reports %s/%s %s, want %s", h.Pool, h.Name, h.Health, dra.Unhealthy)
+			}
+			return
+		}
+	}
+	t.Errorf("the new bridge does not report %s/%s, gone, which the old one prepared: %v", pool, dev, newPod.Health(nil, time.Now()))
+}

@@ -123,22 +123,33 @@ func (p *Preparer) log() *slog.Logger {
 // still holds it.
 //
 // With PluginDir, a claim the other bridge of a rolling update prepared
-// since this one last read the checkpoint holds its devices too: the
-// file is read as it is, without the lock of the calls, for a write
-// replaces it whole.
+// since this one last read the checkpoint holds its devices too
+// (knownClaims).
 func (p *Preparer) Holds(pool string, dev spec.DeviceInfo) bool {
+	return holds(p.knownClaims(), pool, dev)
+}
+
+// knownClaims is the prepared claims' records: the checkpoint's in
+// memory and, with PluginDir, those of the file as it is that memory
+// lacks, which the other bridge of a rolling update prepared since this
+// one last read it. The file is read without the lock of the calls, for
+// a write replaces it whole; one that cannot be read adds nothing.
+func (p *Preparer) knownClaims() map[types.UID]Claim {
 	claims := map[types.UID]Claim{}
 	for _, uid := range p.Checkpoint.UIDs() {
 		claims[uid], _ = p.Checkpoint.Get(uid)
 	}
-	if holds(claims, pool, dev) {
-		return true
-	}
 	if p.PluginDir == "" {
-		return false
+		return claims
 	}
-	f, err := readCheckpoint(p.Checkpoint.path)
-	return err == nil && holds(f.Claims, pool, dev)
+	if f, err := readCheckpoint(p.Checkpoint.path); err == nil {
+		for uid, rec := range f.Claims {
+			if _, ok := claims[uid]; !ok {
+				claims[uid] = rec
+			}
+		}
+	}
+	return claims
 }
 
 // holds says whether a record of claims holds pool's device dev.
