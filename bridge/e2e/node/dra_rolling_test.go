@@ -35,25 +35,32 @@ func (n *DRANode) startPodBridge(t *testing.T, b podBridge) *Proc {
 	t.Helper()
 	p := startBridgeProc(t, n.Layout, n.Cluster, Name, n.ConfDir, "cdi-bridge-"+b.uid, map[string]string{
 		"dra-checkpoint": n.Checkpoint, "dra-pools": draPool, "pod-uid": b.uid, "metrics-address": b.metrics,
+		"exec-timeout": heldInfoTimeout.String(),
 	})
 	t.Cleanup(func() { n.deleteAllPods(t) })
 	return p
 }
+
+// heldInfoTimeout is the update's bridges' --exec-timeout: longer than
+// the test holds the terminals' INFO (a pod's start), so that a held INFO
+// delays a discovery and does not fail it (which would taint the
+// terminals).
+const heldInfoTimeout = 3 * podStartWait
 
 // TestDRARollingUpdate updates the bridge as the chart's DaemonSet does
 // with dra.pools (maxSurge 1, maxUnavailable 0): the new pod's bridge
 // starts while the old one serves, both registered with the kubelet
 // under their pods' UIDs, and the old one stops once the new one is
 // ready. Pods with claims run across it and new claims are prepared
-// through it: before the new bridge has discovered anything (the
-// kubelet turns to it as soon as it registers; its first INFO is held),
-// while both serve, and after. No Prepare fails (no pod has the kubelet's
-// failure event), each claim is prepared once, by one bridge (their
-// logs), the plugins hold exactly the claims' ADDs (none freed under its
-// pod, none left over), the one checkpoint records every claim, and the
-// claim the old bridge prepared is unprepared by the new one when its
-// pod goes. The
-// cameras, served by the device plugins of both bridges during the
+// through it: before the new bridge has discovered anything (its first
+// INFO is held; it registers only once its claims are rebuilt, which
+// waits for that discovery, so the old one prepares them), while both
+// serve, and after. No Prepare fails (no pod has the kubelet's failure
+// event), each claim is prepared once, by one bridge (their logs), the
+// plugins hold exactly the claims' ADDs (none freed under its pod, none
+// left over), the one checkpoint records every claim, and the claim the
+// old bridge prepared is unprepared by the new one when its pod goes.
+// The cameras, served by the device plugins of both bridges during the
 // overlap, are still the Node's after it.
 func TestDRARollingUpdate(t *testing.T) {
 	n := StartDRANode(t, requireNode(t).Sub("dra-rolling"), true)
@@ -72,18 +79,21 @@ func TestDRARollingUpdate(t *testing.T) {
 
 	g.Set(t, holdInfo, true)
 	bridge := n.startPodBridge(t, newPod)
+	t.Cleanup(func() { g.Set(t, holdInfo, false) }) // before the bridges stop
+	waitLogLine(t, bridge, `"msg":"DRA front end"`, 1)
+	n.CreatePod(t, n.ClaimPodSpec(t, "new-bridge-undiscovered", oneTerminalTpl, nil))
+	undiscovered := n.AwaitClaimPod(t, "new-bridge-undiscovered", 1)
+	if registered, err := kubeletPluginRegistered(t.Context(), newPod.registration()); err != nil || registered {
+		t.Errorf("the new bridge, its first discovery held, is registered with the kubelet: %v (%v)", registered, err)
+	}
+	g.Set(t, holdInfo, false)
 	if err := waitPluginRegistered(t.Context(), newPod.registration(), true); err != nil {
-		g.Set(t, holdInfo, false)
 		t.Fatal(err)
 	}
-	n.CreatePod(t, n.ClaimPodSpec(t, "new-bridge-undiscovered", oneTerminalTpl, nil))
-	time.Sleep(2 * time.Second) // the kubelet asks the new bridge, which has no pools yet
-	g.Set(t, holdInfo, false)
 	if err := waitReadyAt(t.Context(), bridge, newPod.readyz()); err != nil {
 		t.Fatal(err)
 	}
-	running := []*ClaimPod{before, n.AwaitClaimPod(t, "new-bridge-undiscovered", 1),
-		n.RunClaimPod(t, "both-bridges", oneTerminalTpl, nil, 1)}
+	running := []*ClaimPod{before, undiscovered, n.RunClaimPod(t, "both-bridges", oneTerminalTpl, nil, 1)}
 	if err := old.Stop(); err != nil {
 		t.Fatal(err)
 	}
