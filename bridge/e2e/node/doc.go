@@ -60,7 +60,9 @@
 //     name waits for the old one's Unprepare. The failures are the
 //     terminals' plugin's own: its drop-in runs it behind a gate, a
 //     script whose files make ADD or DEL fail or hold INFO
-//     (dragate_test.go).
+//     (dragate_test.go). Once the failure is lifted the test annotates
+//     the waiting pod, as an operator would, which the kubelet syncs at
+//     once, rather than wait a minute or more for the kubelet's resync.
 //   - TestDRARollingUpdate runs a node as TestDRA does and updates the
 //     bridge as the chart's DaemonSet does with dra.pools: a second
 //     bridge started with a new pod UID (--pod-uid) beside the first,
