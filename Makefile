@@ -28,11 +28,13 @@ help:
 	@echo "                    and one line counting every run's tests, failed and skipped"
 	@echo "make prereqs        say which programs the tests need are missing, and how to get them"
 	@echo "make e2e            a real node (etcd, kube-apiserver, kubelet, scheduler, controller-manager, containerd, runc):"
-	@echo "                    the shipped DaemonSet as a pod, and pods getting the bridge's devices (root)"
+	@echo "                    the shipped DaemonSet as a pod, and pods getting the bridge's devices (root);"
+	@echo "                    KUBE_VERSION=1.36 runs it, and the Kubernetes programs below, at 1.36.3 (default 1.37: 1.37.2)"
 	@echo "make kube-apiserver the kube-apiserver the Kubernetes tests run, into bin/ (a cold build takes minutes)"
 	@echo "make kube-controllers kube-scheduler and kube-controller-manager, for the DRA cluster test and the node test, into bin/"
 	@echo "make node-bins      the kubelet, kube-scheduler, kube-controller-manager and containerd $(CONTAINERD_VERSION) the node test runs, into bin/"
 	@echo "make lint           merge-conflict markers, gofmt, go vet, staticcheck, and go.mod tidy in both modules"
+	@echo "                    (and $(E2E)'s go.1.36.mod)"
 	@echo "make bench          benchmarks: the plugins' and the bridge's (go test -bench, benchstat), the DRA front end's"
 	@echo "                    ResourceSlice publishing, a Broker's 1,000 Jobs, then the cluster simulation; tables of"
 	@echo "                    ratios against floors measured in the same run (BENCH=\"-rounds 50 -dra-rounds 10\","
@@ -82,12 +84,30 @@ E2E := bridge/e2e
 # as a step of its own: a cold build takes minutes, which inside a test
 # binary would count against go test's timeout. bridge/internal/testing/apitest
 # runs the program KUBE_APISERVER names.
-KUBE_APISERVER := $(CURDIR)/bin/kube-apiserver
+#
+# KUBE_VERSION selects the Kubernetes of those programs (the apiserver, the
+# kubelet, the scheduler and the controller-manager; the tests compile
+# against go.mod's k8s.io modules whatever it says). The default, 1.37, is
+# go.mod's 1.37.2, into bin/. 1.36 (n-1) is $(E2E)/go.1.36.mod's 1.36.3,
+# built with -modfile into bin/kube-1.36/: make e2e KUBE_VERSION=1.36 runs
+# the node test against a 1.36 kubelet.
+KUBE_VERSION ?= 1.37
+ifeq ($(KUBE_VERSION),1.37)
+KUBE_BIN     := $(CURDIR)/bin
+KUBE_MODFILE :=
+else
+KUBE_BIN     := $(CURDIR)/bin/kube-$(KUBE_VERSION)
+KUBE_MODFILE := -modfile=go.$(KUBE_VERSION).mod
+ifeq ($(wildcard $(E2E)/go.$(KUBE_VERSION).mod),)
+$(error KUBE_VERSION=$(KUBE_VERSION): no $(E2E)/go.$(KUBE_VERSION).mod; the versions are 1.37 (go.mod) and those of $(notdir $(wildcard $(E2E)/go.1.*.mod)))
+endif
+endif
+KUBE_APISERVER := $(KUBE_BIN)/kube-apiserver
 
 kube-apiserver:
-	@mkdir -p bin
+	@mkdir -p $(KUBE_BIN)
 	@echo "building $(KUBE_APISERVER) from $(E2E) (the first build downloads and compiles much of Kubernetes: about 10 minutes on 2 cores)"
-	@SECONDS=0; cd $(E2E) && $(GO) build -v -o $(KUBE_APISERVER) ./cmd/kube-apiserver 2>&1 | $(THIN) && \
+	@SECONDS=0; cd $(E2E) && $(GO) build $(KUBE_MODFILE) -v -o $(KUBE_APISERVER) ./cmd/kube-apiserver 2>&1 | $(THIN) && \
 		echo "built $(KUBE_APISERVER) in $${SECONDS}s"
 
 # go build -v names each package it compiles, none on a warm cache: a long
@@ -115,9 +135,9 @@ prereqs:
 # once. containerd is installed at a fixed version with its own go.sum:
 # nothing of it enters our go.mod files. CGO_ENABLED=0 and these tags are
 # what lets it build without C libraries (btrfs, devmapper, zfs headers).
-KUBELET            := $(CURDIR)/bin/kubelet
-KUBE_SCHEDULER     := $(CURDIR)/bin/kube-scheduler
-KUBE_CONTROLLER_MANAGER := $(CURDIR)/bin/kube-controller-manager
+KUBELET            := $(KUBE_BIN)/kubelet
+KUBE_SCHEDULER     := $(KUBE_BIN)/kube-scheduler
+KUBE_CONTROLLER_MANAGER := $(KUBE_BIN)/kube-controller-manager
 CONTAINERD_BIN_DIR := $(CURDIR)/bin
 CONTAINERD_VERSION ?= v2.2.9
 CONTAINERD_CMDS    := containerd ctr containerd-shim-runc-v2
@@ -128,15 +148,15 @@ CONTAINERD_CMDS    := containerd ctr containerd-shim-runc-v2
 # (bridge/dradevices' cluster test); both share most packages with the
 # kube-apiserver.
 kube-controllers: kube-apiserver
-	@mkdir -p bin
+	@mkdir -p $(KUBE_BIN)
 	@echo "building kube-scheduler and kube-controller-manager from $(E2E)"
-	@SECONDS=0; cd $(E2E) && $(GO) build -v -o $(CURDIR)/bin/ ./cmd/kube-scheduler ./cmd/kube-controller-manager 2>&1 | $(THIN) && \
+	@SECONDS=0; cd $(E2E) && $(GO) build $(KUBE_MODFILE) -v -o $(KUBE_BIN)/ ./cmd/kube-scheduler ./cmd/kube-controller-manager 2>&1 | $(THIN) && \
 		echo "built $(KUBE_SCHEDULER) and $(KUBE_CONTROLLER_MANAGER) in $${SECONDS}s"
 
 node-bins: kube-controllers
-	@mkdir -p bin
+	@mkdir -p $(KUBE_BIN)
 	@echo "building $(KUBELET) from $(E2E) (minutes on a cold build cache)"
-	@SECONDS=0; cd $(E2E) && $(GO) build -v -o $(KUBELET) ./cmd/kubelet 2>&1 | $(THIN) && \
+	@SECONDS=0; cd $(E2E) && $(GO) build $(KUBE_MODFILE) -v -o $(KUBELET) ./cmd/kubelet 2>&1 | $(THIN) && \
 		echo "built $(KUBELET) in $${SECONDS}s"
 	@echo "installing containerd $(CONTAINERD_VERSION) ($(CONTAINERD_CMDS)) into $(CONTAINERD_BIN_DIR) (minutes on a cold build cache)"
 	GOBIN=$(CONTAINERD_BIN_DIR) CGO_ENABLED=0 $(GO) install -tags no_btrfs,no_devmapper,no_zfs \
@@ -144,12 +164,16 @@ node-bins: kube-controllers
 
 # The node test (bridge/e2e/node) runs as root in private mount, network
 # and PID namespaces; without root it skips. Its own builds (cdi-bridge
-# with the race detector, the plugins, the pods' image) happen first.
+# with the race detector, the plugins, the pods' image) happen first and
+# count against -timeout: nine nodes took 6 minutes on a warm build cache
+# and a machine at load average 5-8, their tests about 1.3 times as long
+# at 18 (DEVELOPING.md); 30 minutes leaves room for a cold cache on a
+# loaded machine.
 e2e: kube-apiserver node-bins
 	cd $(E2E) && KUBE_APISERVER=$(KUBE_APISERVER) KUBELET=$(KUBELET) CONTAINERD_BIN_DIR=$(CONTAINERD_BIN_DIR) \
 		KUBE_SCHEDULER=$(KUBE_SCHEDULER) KUBE_CONTROLLER_MANAGER=$(KUBE_CONTROLLER_MANAGER) \
 		$(GO) run $(GOTESTSUM) --format standard-verbose $(if $(TESTJSON),--jsonfile $(TESTJSON)/node.json) \
-		--raw-command -- $(GO) test -json -race -count=1 -timeout=20m ./node
+		--raw-command -- $(GO) test -json -race -count=1 -timeout=30m ./node
 
 # bridge/e2e/node is left to the e2e target, which builds what it runs.
 # The module's run has 30 minutes a package, not go test's 10: on a cold
@@ -199,6 +223,15 @@ lint:
 	@# requirement there must be tidied into it too.
 	$(GO) mod tidy -diff
 	cd $(E2E) && $(GO) mod tidy -diff
+	@# Each other Kubernetes version's module file too: what its programs
+	@# need, with their sums (go.1.36.sum beside go.1.36.mod). Only the
+	@# programs are built with it; the bridge, which the node test builds,
+	@# uses the current Kubernetes libraries' APIs (the DRA health stream's
+	@# v1, kubeletplugin's WatchHealthStatus), which the older ones lack:
+	@# -e lets tidy pass over the packages it cannot find there, and
+	@# go list checks that every package of the programs is found.
+	cd $(E2E) && for m in go.1.*.mod; do $(GO) mod tidy -e -diff -modfile=$$m && \
+		$(GO) list -modfile=$$m -deps ./cmd/... >/dev/null || exit 1; done
 
 # Each part prints its table; ratios are against floors measured in the
 # same run. The plugins' tables are plugins/bench's BenchmarkPlugins. The

@@ -127,8 +127,9 @@ func TestChart(t *testing.T) {
 	t.Run("no DRA by default", func(t *testing.T) {
 		role, binding := draRBAC(fromChart)
 		f := flags(t, "cdi-bridge", decodeDaemonSet(t, fromChart).Spec.Template.Spec.containerNamed(t, "bridge").Args)
-		if role != nil || binding != nil || f["dra-pools"] != "" {
-			t.Errorf("without dra.pools: ClusterRole %v, binding %v, --dra-pools=%q", role != nil, binding != nil, f["dra-pools"])
+		if role != nil || binding != nil || f["dra-pools"] != "" || f["pod-uid"] != "" || len(deviceClasses(fromChart)) > 0 {
+			t.Errorf("without dra.pools: ClusterRole %v, binding %v, --dra-pools=%q, --pod-uid=%q, DeviceClasses %d",
+				role != nil, binding != nil, f["dra-pools"], f["pod-uid"], len(deviceClasses(fromChart)))
 		}
 	})
 	t.Run("switched off", func(t *testing.T) {

@@ -1,6 +1,10 @@
 package deploy
 
 import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -36,6 +40,78 @@ func testChartDRA(t *testing.T, objs []*unstructured.Unstructured, pod *podSpec,
 	subjects, _, _ := unstructured.NestedSlice(binding.Object, "subjects")
 	if !equalJSON(subjects, []map[string]any{{"kind": "ServiceAccount", "name": "cdi-bridge", "namespace": "cdi-test"}}) {
 		t.Errorf("cdi-bridge-dra binds %v", subjects)
+	}
+	testRollingUpdate(t, decodeDaemonSet(t, objs), bridge, f)
+	classes := deviceClasses(objs)
+	for _, pool := range []string{"tty-generic", "gpu-drm"} {
+		c := classes[pool+".devices.example.com"]
+		if c == nil {
+			t.Errorf("no DeviceClass %s.devices.example.com among %v", pool, slices.Sorted(maps.Keys(classes)))
+			continue
+		}
+		want := map[string]any{"extendedResourceName": "devices.example.com/" + pool, "selectors": []map[string]any{{"cel": map[string]any{
+			"expression": `device.driver == "devices.example.com" && device.attributes["devices.example.com"].pool == "` + pool + `"`}}}}
+		if !equalJSON(c.Object["spec"], want) {
+			t.Errorf("DeviceClass %s: spec %v, want %v", c.GetName(), c.Object["spec"], want)
+		}
+	}
+	if len(classes) != 2 {
+		t.Errorf("DeviceClasses %v, want one per pool of dra.pools", slices.Sorted(maps.Keys(classes)))
+	}
+}
+
+// testRollingUpdate checks that with dra.pools the new pod of an update
+// starts before the old one stops (maxSurge 1, maxUnavailable 0), and
+// that the bridge is told its pod's UID (--pod-uid), from which its DRA
+// driver's socket names are made, so that the two serve side by side.
+func testRollingUpdate(t *testing.T, ds *daemonSet, bridge *container, f map[string]string) {
+	t.Helper()
+	if u := ds.Spec.UpdateStrategy; u.Type != "RollingUpdate" || fmt.Sprint(u.RollingUpdate.MaxSurge) != "1" ||
+		fmt.Sprint(u.RollingUpdate.MaxUnavailable) != "0" {
+		t.Errorf("updateStrategy %+v, want RollingUpdate with maxSurge 1, maxUnavailable 0", u)
+	}
+	if f["pod-uid"] != "$(POD_UID)" {
+		t.Errorf("--pod-uid=%q, want $(POD_UID)", f["pod-uid"])
+	}
+	if !slices.ContainsFunc(bridge.Env, func(e envVar) bool {
+		return e.Name == "POD_UID" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.uid"
+	}) {
+		t.Errorf("no POD_UID from metadata.uid in the bridge's env %+v", bridge.Env)
+	}
+}
+
+// deviceClasses are the DeviceClasses among objs, by name.
+func deviceClasses(objs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
+	out := map[string]*unstructured.Unstructured{}
+	for _, o := range objs {
+		if o.GetKind() == "DeviceClass" {
+			out[o.GetName()] = o
+		}
+	}
+	return out
+}
+
+// The DeviceClasses of examples/dra, for kustomize, are the chart's for
+// the pools they name, object for object.
+func TestDRAExampleClassesAreTheCharts(t *testing.T) {
+	shipped := map[string]*unstructured.Unstructured{}
+	var pools []string
+	for _, o := range readExamples(t, draExamples, "") {
+		if o.GetKind() == "DeviceClass" {
+			shipped[o.GetName()] = o
+			pools = append(pools, strings.TrimSuffix(o.GetName(), ".cdi.local"))
+		}
+	}
+	_, objs := helmTemplate(t, writeValues(t, "dra: {pools: ["+strings.Join(pools, ", ")+"]}\n"))
+	fromChart := deviceClasses(objs)
+	if !slices.Equal(slices.Sorted(maps.Keys(fromChart)), slices.Sorted(maps.Keys(shipped))) {
+		t.Fatalf("the chart renders DeviceClasses %v for pools %v, the examples have %v",
+			slices.Sorted(maps.Keys(fromChart)), pools, slices.Sorted(maps.Keys(shipped)))
+	}
+	for name, want := range fromChart {
+		if !equalJSON(shipped[name].Object, want.Object) {
+			t.Errorf("DeviceClass %s: the examples' %v, the chart's %v", name, shipped[name].Object, want.Object)
+		}
 	}
 }
 

@@ -62,7 +62,7 @@ func TestDRAExamplesApply(t *testing.T) {
 	for _, o := range objs {
 		kinds[o.GetKind()]++
 	}
-	if kinds["DeviceClass"] != 7 || kinds["ResourceClaimTemplate"] != 6 || kinds["ClusterRole"] != 1 {
+	if kinds["DeviceClass"] != 6 || kinds["ResourceClaimTemplate"] != 6 || kinds["ClusterRole"] != 1 {
 		t.Errorf("examples: %v", kinds)
 	}
 	applyAll(t, env.Config, objs)

@@ -57,11 +57,8 @@ type container struct {
 	Name, Image, ImagePullPolicy string
 	Command, Args                []string
 	Resources                    map[string]any
-	Env                          []struct {
-		Name      string
-		ValueFrom *struct{ FieldRef *struct{ FieldPath string } }
-	}
-	Ports []struct {
+	Env                          []envVar
+	Ports                        []struct {
 		Name          string
 		ContainerPort int
 	}
@@ -70,6 +67,11 @@ type container struct {
 		Name, MountPath, RecursiveReadOnly string
 		ReadOnly                           bool
 	}
+}
+
+type envVar struct {
+	Name      string
+	ValueFrom *struct{ FieldRef *struct{ FieldPath string } }
 }
 
 type probe struct {

@@ -5,6 +5,7 @@
 // (so a rolling update never removes a newer bridge's socket), register
 // only once the server answers (the kubelet dials back inside Register),
 // register again when kubelet.sock is re-created or our socket vanishes
-// (a kubelet restart removes every socket in the directory), and on
-// shutdown send an empty device list and remove the socket.
+// (a kubelet restart removes every socket in the directory), send an
+// empty device list when a resource is withdrawn, and on shutdown end the
+// streams and remove the socket.
 package deviceplugin

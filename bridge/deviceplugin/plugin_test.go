@@ -141,9 +141,16 @@ func TestLifecycle(t *testing.T) {
 		}
 	})
 	t.Run("shutdown", func(t *testing.T) {
+		// The stream ends without an empty list: the next bridge of a
+		// rolling update may serve the resource already, and the kubelet
+		// would apply the empty list to its registration too.
 		stop()
-		if _, err := k.WaitFor(res, wait, func(_ int, d []*pluginapi.Device) bool { return d != nil && len(d) == 0 }); err != nil {
+		last, err := k.WaitEnded(res, wait)
+		if err != nil {
 			t.Fatal(err)
+		}
+		if ids(last) != "a=Healthy,b=Healthy,c=Healthy" {
+			t.Errorf("the last list before the stream ended: %s, want the devices", ids(last))
 		}
 		if socks, _ := filepath.Glob(filepath.Join(dir, "cdi.example.com_cam-*.sock")); len(socks) != 0 {
 			t.Errorf("sockets left after shutdown: %v", socks)

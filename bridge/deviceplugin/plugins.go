@@ -88,7 +88,8 @@ func (ps *Plugins) Add(spec Spec) {
 }
 
 // Remove stops serving resource: its streams get an empty list, and its
-// socket goes.
+// socket goes. (When the Plugins stop, their streams end without one: see
+// registration.stop.)
 func (ps *Plugins) Remove(resource string) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
@@ -102,7 +103,7 @@ func (ps *Plugins) Remove(resource string) {
 		reg := p.reg
 		p.reg = nil
 		ps.inflight.Add(1)
-		go func() { defer ps.inflight.Done(); reg.stop() }()
+		go func() { defer ps.inflight.Done(); reg.stop(true) }()
 	}
 }
 
@@ -149,7 +150,7 @@ func (ps *Plugins) stopAll() {
 		reg := p.reg
 		p.reg = nil
 		ps.inflight.Add(1)
-		go func() { defer ps.inflight.Done(); reg.stop() }()
+		go func() { defer ps.inflight.Done(); reg.stop(false) }()
 	}
 }
 

@@ -90,7 +90,7 @@ func (c *kubeletConn) registration(ctx context.Context, spec Spec, dir string) (
 	pluginapi.RegisterDevicePluginServer(reg.g, reg.srv)
 	go func() { _ = reg.g.Serve(lis) }()
 	if err := c.register(ctx, spec, filepath.Base(sock)); err != nil {
-		reg.stop()
+		reg.stop(false)
 		return nil, err
 	}
 	return reg, nil
@@ -113,9 +113,19 @@ func (c *kubeletConn) register(ctx context.Context, spec Spec, endpoint string) 
 	return nil
 }
 
-// stop sends empty lists on the open streams, lets running calls finish
-// (for a while) and removes the socket.
-func (r *registration) stop() {
+// stop ends the open streams, with an empty list first if withdraw, lets
+// running calls finish (for a while) and removes the socket.
+//
+// Only a resource the bridge no longer serves is withdrawn. A bridge
+// that stops leaves its streams without one: the next pod of a rolling
+// update may have registered the same resources already, the kubelet
+// (1.37) keeps both registrations and applies either one's lists to the
+// resource, so an empty list would empty the new bridge's resource until
+// its list changes. The kubelet marks the resource's devices unhealthy
+// when its last registration's stream ends, and so stops offering them
+// all the same when no other bridge serves them.
+func (r *registration) stop(withdraw bool) {
+	r.srv.withdraw = withdraw
 	close(r.srv.done)
 	stopped := make(chan struct{})
 	go func() { r.g.GracefulStop(); close(stopped) }()

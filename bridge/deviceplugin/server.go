@@ -35,11 +35,13 @@ type server struct {
 	preferred bool
 	sent      func() // Spec.Sent; nil for none
 	// streams counts open ListAndWatch streams and closed says when the
-	// last one ended; done ends them all with an empty list.
-	mu      sync.Mutex
-	streams int
-	closed  time.Time
-	done    chan struct{}
+	// last one ended; done ends them all, with an empty list if withdraw
+	// (set before done is closed).
+	mu       sync.Mutex
+	streams  int
+	closed   time.Time
+	done     chan struct{}
+	withdraw bool
 }
 
 func newServer(spec Spec) *server {
@@ -58,8 +60,9 @@ func (s *server) GetDevicePluginOptions(context.Context, *pluginapi.Empty) (*plu
 }
 
 // ListAndWatch sends the list at once and after every change, until the
-// kubelet goes away or the plugin stops; then it sends an empty list so
-// that the kubelet stops offering the devices at once.
+// kubelet goes away or the plugin stops; a plugin withdrawn (its resource
+// no longer served) then sends an empty list, so that the kubelet stops
+// offering the devices at once.
 func (s *server) ListAndWatch(_ *pluginapi.Empty, stream pluginapi.DevicePlugin_ListAndWatchServer) error {
 	changes, cancel := s.handler.Changes()
 	defer cancel()
@@ -84,6 +87,9 @@ func (s *server) ListAndWatch(_ *pluginapi.Empty, stream pluginapi.DevicePlugin_
 		case <-stream.Context().Done():
 			return nil
 		case <-s.done:
+			if !s.withdraw {
+				return nil
+			}
 			if err := stream.Send(&pluginapi.ListAndWatchResponse{Devices: []*pluginapi.Device{}}); err != nil {
 				return err
 			}

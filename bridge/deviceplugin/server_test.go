@@ -77,9 +77,9 @@ func TestListAndWatchSendsOnlyChanges(t *testing.T) {
 	}
 }
 
-// Spec.Sent is told of every list that went out, the empty one at stop
-// included, and of no signal that sent nothing: it is the moment the
-// kubelet has the list.
+// Spec.Sent is told of every list that went out, the empty one of a
+// withdrawal included, and of no signal that sent nothing: it is the
+// moment the kubelet has the list.
 func TestListAndWatchTellsSent(t *testing.T) {
 	h := &countingHandler{reads: make(chan struct{}, 10)}
 	h.set(Device{ID: "a", Healthy: true})
@@ -98,6 +98,7 @@ func TestListAndWatchTellsSent(t *testing.T) {
 		h.set(Device{ID: "a", Healthy: healthy})
 	}
 	<-h.reads
+	s.withdraw = true
 	close(s.done)
 	if err := <-done; err != nil {
 		t.Fatal(err)

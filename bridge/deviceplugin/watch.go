@@ -73,7 +73,7 @@ func (w *watcher) kubeletAbsent(err error) {
 		p.reg = nil
 		lost = append(lost, p.Resource)
 		ps.inflight.Add(1)
-		go func() { defer ps.inflight.Done(); reg.stop() }()
+		go func() { defer ps.inflight.Done(); reg.stop(false) }()
 	}
 	ps.mu.Unlock()
 	// Told outside the lock: OnRegister may take locks of its own that
@@ -177,11 +177,11 @@ func (w *watcher) attempt(ctx context.Context, p *plugin) bool {
 	p.reg = nil
 	ps.mu.Unlock()
 	if old != nil {
-		old.stop()
+		old.stop(false)
 	}
 	reg, err := w.conn.registration(ctx, p.Spec, ps.Dir)
 	ps.mu.Lock()
-	keep := err == nil && !p.removed && ctx.Err() == nil
+	keep, removed := err == nil && !p.removed && ctx.Err() == nil, p.removed
 	if keep {
 		p.reg, p.failures, p.next = reg, 0, time.Time{}
 	} else if err != nil {
@@ -194,7 +194,7 @@ func (w *watcher) attempt(ctx context.Context, p *plugin) bool {
 	switch {
 	case err == nil && !keep:
 		// Removed, or the Plugins stopped, while it registered.
-		reg.stop()
+		reg.stop(removed)
 		return false
 	case err == nil:
 		ps.log().Debug("registered with the kubelet", "resource", p.Resource, "socket", reg.sock)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/go-logr/logr"
+	"go.etcd.io/etcd/client/pkg/v3/fileutil"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -68,11 +69,71 @@ type Config struct {
 	// recover from (its gRPC server failed); the bridge then stops, and
 	// its DaemonSet restarts it.
 	OnFatal func(error)
+	// PodUID, the UID of the bridge's pod, turns on the library's
+	// rolling updates (kubeletplugin.RollingUpdate, kubelet 1.33 or
+	// later): the driver registers under a socket name of its own pod,
+	// so that the next pod of a DaemonSet update (maxSurge) registers
+	// beside it and the kubelet moves to the new one with no gap. The
+	// two then share PluginDir, and the library serializes their
+	// Prepare and Unprepare calls with a lock there (CallLock).
+	PodUID types.UID
 	// Slices, if set, publishes the node's slices: a NodeSlices started
 	// earlier (StartNodeSlices), so that its start runs beside what the
 	// caller does before the driver's; nil starts one with the driver.
 	// Stop stops it either way.
 	Slices *NodeSlices
+}
+
+// PluginDir is the driver's plugin directory: dir, else the kubelet's
+// default for driver.
+func PluginDir(dir, driver string) string {
+	if dir != "" {
+		return dir
+	}
+	return filepath.Join(kubeletplugin.KubeletPluginsDir, driver)
+}
+
+// CallLock is the file in the driver's plugin directory that the
+// library locks around each Prepare and Unprepare when rolling updates
+// are on (Config.PodUID): the two instances of an update call them one
+// at a time, each reading the shared state anew. Work on that state
+// outside those calls takes the same lock (LockCalls).
+func CallLock(pluginDir string) string { return filepath.Join(pluginDir, "serialize.lock") }
+
+// LockCalls waits for CallLock in pluginDir, making the directory if
+// need be, and holds it until unlock is called: no Prepare or Unprepare
+// of either instance runs meanwhile. It is the library's own lock, taken
+// by the library's own call (an open file description lock, which a
+// flock(2) would not exclude), and it must not be taken inside a Prepare
+// or Unprepare, which holds it. When ctx ends first, the error wraps its
+// cause, and the lock, once had, is let go at once.
+func LockCalls(ctx context.Context, pluginDir string) (unlock func(), err error) {
+	if err := os.MkdirAll(pluginDir, 0o750); err != nil {
+		return nil, fmt.Errorf("the DRA calls' lock: %w", err)
+	}
+	type locked struct {
+		f   *fileutil.LockedFile
+		err error
+	}
+	got := make(chan locked, 1)
+	go func() {
+		f, err := fileutil.LockFile(CallLock(pluginDir), os.O_RDWR|os.O_CREATE, 0o600)
+		got <- locked{f, err}
+	}()
+	select {
+	case l := <-got:
+		if l.err != nil {
+			return nil, fmt.Errorf("the DRA calls' lock: %w", l.err)
+		}
+		return func() { _ = l.f.Close() }, nil
+	case <-ctx.Done():
+		go func() {
+			if l := <-got; l.err == nil {
+				_ = l.f.Close()
+			}
+		}()
+		return nil, fmt.Errorf("the DRA calls' lock: %w", context.Cause(ctx))
+	}
 }
 
 // Driver is a running kubelet plugin.
@@ -106,10 +167,7 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 		kubeletplugin.DriverName(cfg.DriverName), kubeletplugin.NodeName(cfg.NodeName),
 		kubeletplugin.KubeClient(cfg.Client),
 	}
-	pluginDir := cfg.PluginDir
-	if pluginDir == "" {
-		pluginDir = filepath.Join(kubeletplugin.KubeletPluginsDir, cfg.DriverName)
-	}
+	pluginDir := PluginDir(cfg.PluginDir, cfg.DriverName)
 	// The library listens in it without creating it; the kubelet does
 	// not create it either.
 	if err := os.MkdirAll(pluginDir, 0o750); err != nil {
@@ -118,6 +176,9 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	opts = append(opts, kubeletplugin.PluginDataDirectoryPath(pluginDir))
 	if cfg.RegistrarDir != "" {
 		opts = append(opts, kubeletplugin.RegistrarDirectoryPath(cfg.RegistrarDir))
+	}
+	if cfg.PodUID != "" {
+		opts = append(opts, kubeletplugin.RollingUpdate(cfg.PodUID))
 	}
 	reg := &registration{}
 	opts = append(opts, kubeletplugin.GRPCInterceptor(reg.observe))

@@ -38,7 +38,8 @@ type DeviceHealth struct {
 // 30 s, sent with every device); the driver sends the complete list
 // every HealthResend, and at once when it changes, so that a device
 // stays known for as long as the bridge runs. A bridge that stops ends
-// the stream, and the kubelet forgets the driver's health at once.
+// the stream, and the kubelet forgets the driver's health at once: the
+// other bridge's of a rolling update too, until its next resend.
 const (
 	HealthTimeout = 30 * time.Second
 	HealthResend  = 10 * time.Second

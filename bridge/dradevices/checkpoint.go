@@ -104,26 +104,61 @@ type checkpointFile struct {
 // checkpoint, one that cannot be read or decoded an error wrapping
 // ErrCheckpoint.
 func LoadCheckpoint(path string) (*Checkpoint, error) {
-	c := &Checkpoint{path: path, claims: map[types.UID]Claim{}}
-	data, err := atomicfile.ReadRegular(path, maxCheckpoint)
-	if errors.Is(err, fs.ErrNotExist) {
-		return c, nil
+	f, err := readCheckpoint(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return &Checkpoint{path: path, claims: map[types.UID]Claim{}}, nil
+	case err != nil:
+		return nil, err
 	}
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrCheckpoint, err)
+	return &Checkpoint{path: path, bootID: f.BootID, claims: f.Claims}, nil
+}
+
+// Reload reads the file again, for what another process wrote to it:
+// the other bridge of a rolling update, which prepares and unprepares
+// claims under the same lock (dra.CallLock), and which its caller holds.
+// The boot recorded stays this process's, which its next change writes.
+//
+// A file that is not there (deleted, or set aside by the other bridge)
+// leaves the records as they were, and so does one that cannot be read,
+// which is moved aside as OpenCheckpoint does (the SetAside says where);
+// the next change writes the records anew. The error is for a file that
+// cannot be moved aside either.
+func (c *Checkpoint) Reload(now time.Time) (*SetAside, error) {
+	f, err := readCheckpoint(c.path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil
+	case err != nil:
+		return moveAside(c.path, ReasonUnreadable, err, now)
 	}
+	c.mu.Lock()
+	c.claims = f.Claims
+	c.mu.Unlock()
+	return nil, nil
+}
+
+// readCheckpoint decodes the file at path, its Claims never nil. The
+// error wraps fs.ErrNotExist for a missing file, else ErrCheckpoint.
+func readCheckpoint(path string) (checkpointFile, error) {
 	var f checkpointFile
+	data, err := atomicfile.ReadRegular(path, maxCheckpoint)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return f, err
+	case err != nil:
+		return f, fmt.Errorf("%w: %w", ErrCheckpoint, err)
+	}
 	if err := json.Unmarshal(data, &f); err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrCheckpoint, path, err)
+		return f, fmt.Errorf("%w: %s: %w", ErrCheckpoint, path, err)
 	}
 	if f.Version != checkpointVersion {
-		return nil, fmt.Errorf("%w: %s: version %d, want %d", ErrCheckpoint, path, f.Version, checkpointVersion)
+		return f, fmt.Errorf("%w: %s: version %d, want %d", ErrCheckpoint, path, f.Version, checkpointVersion)
 	}
-	if f.Claims != nil {
-		c.claims = f.Claims
+	if f.Claims == nil {
+		f.Claims = map[types.UID]Claim{}
 	}
-	c.bootID = f.BootID
-	return c, nil
+	return f, nil
 }
 
 // BootID is the boot the checkpoint records: the kernel's boot id when
@@ -160,19 +195,29 @@ func OpenCheckpoint(path, bootID string, now time.Time) (*Checkpoint, *SetAside,
 	var aside *SetAside
 	switch {
 	case err != nil:
-		aside = &SetAside{Reason: ReasonUnreadable, Err: err}
+		aside, err = moveAside(path, ReasonUnreadable, err, now)
 	case bootID != "" && c.bootID != "" && c.bootID != bootID:
-		aside = &SetAside{Reason: ReasonPreviousBoot}
+		aside, err = moveAside(path, ReasonPreviousBoot, nil, now)
+	}
+	if err != nil {
+		return nil, nil, err
 	}
 	if aside != nil {
-		aside.Path = fmt.Sprintf("%s.%s-%s", path, aside.Reason, now.UTC().Format("20060102T150405Z"))
-		if rerr := os.Rename(path, aside.Path); rerr != nil {
-			return nil, nil, fmt.Errorf("%w: %s cannot be moved aside: %w", ErrCheckpoint, path, errors.Join(err, rerr))
-		}
 		c = &Checkpoint{path: path, claims: map[types.UID]Claim{}}
 	}
 	c.bootID = bootID
 	return c, aside, nil
+}
+
+// moveAside moves the checkpoint at path aside to <path>.<reason>-<time>,
+// cause being why it cannot be read (nil for a previous boot's). The
+// error is for a file that cannot be moved.
+func moveAside(path, reason string, cause error, now time.Time) (*SetAside, error) {
+	a := &SetAside{Reason: reason, Err: cause, Path: fmt.Sprintf("%s.%s-%s", path, reason, now.UTC().Format("20060102T150405Z"))}
+	if err := os.Rename(path, a.Path); err != nil {
+		return nil, fmt.Errorf("%w: %s cannot be moved aside: %w", ErrCheckpoint, path, errors.Join(cause, err))
+	}
+	return a, nil
 }
 
 // BootID reads the kernel's boot id, as the plugins record it in their

@@ -28,7 +28,7 @@ import (
 
 const (
 	clusterNode = "n"
-	ttyClass    = "tty.cdi.local"
+	ttyClass    = "tty-generic.cdi.local"
 	clusterWait = 2 * time.Minute
 )
 

@@ -23,6 +23,16 @@
 // container holds. A checkpoint that cannot be read, or that a previous
 // boot wrote, is moved aside (OpenCheckpoint).
 //
+// With a pod UID (Preparer.PluginDir) the two bridges of a rolling
+// update share the checkpoint file. The kubelet-plugin library holds a
+// lock file of the plugin directory around each Prepare and Unprepare
+// (dra.CallLock), under which each call reads the checkpoint anew; what
+// runs outside those calls and releases allocations or writes the file,
+// Rebuild (which also reads the API server's claims under it) and
+// Sweep, takes the same lock first. Read anew, a file that cannot be
+// read is moved aside and the records in memory are written again; one
+// that is gone leaves them.
+//
 // It knows nothing of the kubelet's gRPC or of plugin registration: the
 // package bridge/dra calls it through dra.Devices.
 package dradevices

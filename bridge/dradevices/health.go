@@ -2,6 +2,8 @@ package dradevices
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -129,12 +131,13 @@ func clip(h dra.DeviceHealth) dra.DeviceHealth {
 	return h
 }
 
-// held is the devices of the claims the checkpoint holds.
+// held is the devices of the prepared claims, the other bridge's of a
+// rolling update included (knownClaims).
 func (p *Preparer) held() []PreparedDevice {
+	claims := p.knownClaims()
 	var out []PreparedDevice
-	for _, uid := range p.Checkpoint.UIDs() {
-		rec, _ := p.Checkpoint.Get(uid)
-		out = append(out, rec.Devices...)
+	for _, uid := range slices.Sorted(maps.Keys(claims)) {
+		out = append(out, claims[uid].Devices...)
 	}
 	return out
 }

@@ -27,7 +27,8 @@ import (
 const ClaimClass = cdispec.ClaimClass
 
 // ErrNotReady is wrapped by the errors of a call that needs the pools
-// before the first discovery handed them over: the kubelet retries.
+// before the first discovery handed them over (Prepare and Unprepare wait
+// for them until their context ends): the kubelet retries.
 var ErrNotReady = errors.New("devices not discovered yet")
 
 // ErrNotAllocatable is wrapped by Prepare's error for an allocation this
@@ -54,9 +55,22 @@ type Preparer struct {
 	// drop-in (its pool moved to DRA under running pods) is kept once no
 	// container holds it (Sweep).
 	Grace time.Duration
+	// PluginDir, when set, is the DRA driver's plugin directory shared
+	// with the other bridge of a rolling update (dra.Config.PodUID), which
+	// writes the same checkpoint: each call reads the checkpoint anew,
+	// under the library's lock of the calls, and Rebuild and Sweep take
+	// that lock (dra.LockCalls).
+	PluginDir string
+	// OnSetAside, if set, is told of a checkpoint that, read anew
+	// (PluginDir), could not be read and was moved aside; else that is
+	// logged.
+	OnSetAside func(SetAside)
 
 	mu    sync.Mutex
 	pools map[string]discovery.Pool // by the bridge's pool name; nil before SetPools
+	// poolsSet is closed by the first SetPools (made by the first of it
+	// and waitPools).
+	poolsSet chan struct{}
 	// heldElsewhere is, by pool, the devices the device plugins'
 	// allocations hold (Rebuild, Sweep): not offered in the slices.
 	heldElsewhere map[string]map[string]bool
@@ -78,18 +92,37 @@ func (p *Preparer) SetPools(pools []discovery.Pool) {
 		m[pl.Name] = pl
 	}
 	p.mu.Lock()
-	p.pools = m
-	p.mu.Unlock()
-}
-
-// ready is ErrNotReady before SetPools.
-func (p *Preparer) ready() error {
-	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.pools == nil {
-		return ErrNotReady
+		close(p.setSignal())
 	}
-	return nil
+	p.pools = m
+}
+
+// setSignal is poolsSet, made if need be; p.mu is held.
+func (p *Preparer) setSignal() chan struct{} {
+	if p.poolsSet == nil {
+		p.poolsSet = make(chan struct{})
+	}
+	return p.poolsSet
+}
+
+// waitPools waits until the first SetPools, or ctx ends. The kubelet
+// calls the driver as soon as it registers, which is before the first
+// discovery: at a start, and during a rolling update, where the kubelet
+// turns to the new bridge at once. A claim asked for then waits for the
+// pools, a second at most as a rule, instead of failing and waiting for
+// the kubelet's retry (10 s and more) with a failure event.
+func (p *Preparer) waitPools(ctx context.Context) error {
+	p.mu.Lock()
+	set := p.setSignal()
+	p.mu.Unlock()
+	select {
+	case <-set:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", ErrNotReady, context.Cause(ctx))
+	}
 }
 
 func (p *Preparer) pool(name string) (discovery.Pool, bool, error) {
@@ -115,12 +148,19 @@ func (p *Preparer) pool(name string) (discovery.Pool, bool, error) {
 // not of what the plugins hold, which a reboot empties (SPEC.md's boot
 // rule) while the kubelet asks for the claim again.
 func (p *Preparer) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) ([]dra.Device, error) {
+	if err := p.waitPools(ctx); err != nil {
+		return nil, err
+	}
 	p.claimMu.Lock()
 	defer p.claimMu.Unlock()
+	if err := p.reload(); err != nil {
+		return nil, err
+	}
 	return p.prepare(ctx, claim)
 }
 
-// prepare is Prepare, its caller holding claimMu.
+// prepare is Prepare, its caller holding claimMu (and, with PluginDir,
+// the library's lock of the calls, the checkpoint read anew).
 func (p *Preparer) prepare(ctx context.Context, claim *resourceapi.ResourceClaim) ([]dra.Device, error) {
 	rec, err := p.plan(claim)
 	if err != nil {
@@ -161,6 +201,26 @@ func sameDevices(a, b Claim) bool {
 	return slices.EqualFunc(a.Devices, b.Devices, func(x, y PreparedDevice) bool {
 		return x.RequestID == y.RequestID && x.Pool == y.Pool && x.ID == y.ID
 	})
+}
+
+// reload reads the checkpoint anew when another bridge may have written
+// it (PluginDir set), under the library's lock of the calls. A file that
+// cannot be read is moved aside (Checkpoint.Reload), the records in
+// memory kept, and OnSetAside told.
+func (p *Preparer) reload() error {
+	if p.PluginDir == "" {
+		return nil
+	}
+	aside, err := p.Checkpoint.Reload(time.Now())
+	switch {
+	case aside == nil:
+	case p.OnSetAside != nil:
+		p.OnSetAside(*aside)
+	default:
+		p.log().Warn("DRA checkpoint set aside; the claims this bridge knows of are written anew", "reason", aside.Reason,
+			"setAside", aside.Path, "error", aside.Err)
+	}
+	return err
 }
 
 // plan resolves claim's allocation results of this driver to the

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -93,8 +95,16 @@ func (r *rig) pool(t *testing.T, name string) discovery.Pool {
 }
 
 // preparer is a Preparer as a fresh start of the bridge makes it: the
-// checkpoint read from its file.
+// checkpoint read from its file, and the first discovery's pools set.
 func (r *rig) preparer(t *testing.T) *Preparer {
+	t.Helper()
+	p := r.undiscovered(t)
+	p.SetPools(r.pools)
+	return p
+}
+
+// undiscovered is preparer before the first discovery.
+func (r *rig) undiscovered(t *testing.T) *Preparer {
 	t.Helper()
 	ckpt, err := LoadCheckpoint(r.ckpt)
 	if err != nil {
@@ -104,9 +114,7 @@ func (r *rig) preparer(t *testing.T) *Preparer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Preparer{Driver: "cdi.local", Node: "n", CDI: dir, Vendor: "cdi.local", Checkpoint: ckpt}
-	p.SetPools(r.pools)
-	return p
+	return &Preparer{Driver: "cdi.local", Node: "n", CDI: dir, Vendor: "cdi.local", Checkpoint: ckpt}
 }
 
 // allocations lists the terminals' plugin's request-ids.
@@ -264,14 +272,48 @@ func TestPrepareRefuses(t *testing.T) {
 			}
 		})
 	}
-	t.Run("before the first discovery", func(t *testing.T) {
-		p := r.preparer(t)
-		p.pools = nil
+	t.Run("no discovery before the call's end", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
 		c := claim("u1", result{"cdi.local", "n/tty-generic", r.devices[0]})
-		if _, err := p.Prepare(context.Background(), c); !errors.Is(err, ErrNotReady) {
+		if _, err := r.undiscovered(t).Prepare(ctx, c); !errors.Is(err, ErrNotReady) {
 			t.Errorf("Prepare = %v, want ErrNotReady", err)
 		}
 	})
+}
+
+// The kubelet calls the driver once it has registered, which may be
+// before the bridge's first discovery (at every start, and at once when
+// a rolling update's new bridge registers): the claim waits for the
+// pools and is prepared, rather than failing and waiting for the
+// kubelet's retry.
+func TestPrepareWaitsForTheFirstDiscovery(t *testing.T) {
+	r := newRig(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	afterDiscovery := func(call func(p *Preparer) error) error {
+		p := r.undiscovered(t)
+		done := make(chan error, 1)
+		go func() { done <- call(p) }()
+		time.Sleep(100 * time.Millisecond) // the call waits: nothing to tell it by but time
+		p.SetPools(r.pools)
+		return <-done
+	}
+	if err := afterDiscovery(func(p *Preparer) error {
+		_, err := p.Prepare(ctx, claim("u1", result{"cdi.local", "n/tty-generic", r.devices[0]}))
+		return err
+	}); err != nil {
+		t.Fatalf("Prepare before the first discovery: %v", err)
+	}
+	if got := r.allocations(t); !slices.Equal(got, []string{"u1-0"}) {
+		t.Errorf("plugin allocations %v, want u1-0", got)
+	}
+	if err := afterDiscovery(func(p *Preparer) error { return p.Unprepare(ctx, "u1") }); err != nil {
+		t.Fatalf("Unprepare before the first discovery: %v", err)
+	}
+	if got := r.allocations(t); len(got) != 0 {
+		t.Errorf("plugin allocations %v after Unprepare", got)
+	}
 }
 
 func TestCheckpointSurvivesARestart(t *testing.T) {

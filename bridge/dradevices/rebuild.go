@@ -14,6 +14,7 @@ import (
 
 	"github.com/cdiexec/cdi/bridge/cdispec"
 	"github.com/cdiexec/cdi/bridge/discovery"
+	"github.com/cdiexec/cdi/bridge/dra"
 	"github.com/cdiexec/cdi/bridge/instance"
 	"github.com/cdiexec/cdi/bridge/reclaim"
 	"github.com/cdiexec/cdi/spec"
@@ -28,6 +29,15 @@ type Truth struct {
 	// cannot be asked (no PodResources socket), which frees nothing.
 	Pods *reclaim.Pods
 }
+
+// ReadTruth reads the Truth: the API server's claims, the kubelet's
+// containers.
+type ReadTruth func(context.Context) (Truth, error)
+
+// ErrNotRebuilt is wrapped by Rebuild's error when it did nothing: the
+// Truth, the checkpoint or the lock could not be had. Rebuild is to be
+// tried again.
+var ErrNotRebuilt = errors.New("prepared claims not rebuilt")
 
 // Rebuild makes the checkpoint and the plugins agree with the API server
 // and the kubelet, once the pools are set and before the driver
@@ -51,9 +61,30 @@ type Truth struct {
 //     (Sweep), its device left out of the slices (Withheld).
 //
 // A claim that cannot be prepared is in the error, and the others go on.
-func (p *Preparer) Rebuild(ctx context.Context, t Truth) error {
-	p.claimMu.Lock()
-	defer p.claimMu.Unlock()
+//
+// It reads the Truth (read) under the lock of Prepare and Unprepare, and
+// with PluginDir set under the library's lock of the calls, the
+// checkpoint read anew (lockCalls): the other bridge of a rolling update
+// serves the kubelet until this one registers, and a claim it prepares
+// is in the checkpoint, and allocated in the API server, before its ADDs
+// run. Read before the lock, the API server's claims could miss one that
+// the other bridge prepared in between, whose record and ADDs would then
+// be taken for leftovers and released.
+func (p *Preparer) Rebuild(ctx context.Context, read ReadTruth) error {
+	unlock, err := p.lockCalls(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrNotRebuilt, err)
+	}
+	defer unlock()
+	t, err := read(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrNotRebuilt, err)
+	}
+	return p.rebuild(ctx, t)
+}
+
+// rebuild is Rebuild, its caller holding the locks.
+func (p *Preparer) rebuild(ctx context.Context, t Truth) error {
 	listed, err := p.listDropIns(ctx)
 	if err != nil {
 		return err
@@ -101,9 +132,32 @@ func (p *Preparer) Rebuild(ctx context.Context, t Truth) error {
 // claim the checkpoint does not record is still allocated only the API
 // server's list of every claim says, which Rebuild reads once.
 func (p *Preparer) Sweep(ctx context.Context, pods *reclaim.Pods) error {
-	p.claimMu.Lock()
-	defer p.claimMu.Unlock()
+	unlock, err := p.lockCalls(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	return p.collect(ctx, pods, func(id string) bool { return !p.isSlot(id) }, false)
+}
+
+// lockCalls is the lock of Prepare and Unprepare for work outside them:
+// claimMu, and with PluginDir the library's lock of the calls too
+// (dra.LockCalls), after which the checkpoint is read anew, for what the
+// other bridge of a rolling update wrote. unlock releases both.
+func (p *Preparer) lockCalls(ctx context.Context) (unlock func(), err error) {
+	unlockFile := func() {}
+	if p.PluginDir != "" {
+		if unlockFile, err = dra.LockCalls(ctx, p.PluginDir); err != nil {
+			return nil, err
+		}
+	}
+	p.claimMu.Lock()
+	unlock = func() { p.claimMu.Unlock(); unlockFile() }
+	if err := p.reload(); err != nil {
+		unlock()
+		return nil, err
+	}
+	return unlock, nil
 }
 
 // ofDriver says whether c has an allocation result of this driver.

@@ -23,6 +23,11 @@ func reserved(uid types.UID, results ...result) resourceapi.ResourceClaim {
 	return *c
 }
 
+// given reads t.
+func given(t Truth) ReadTruth {
+	return func(context.Context) (Truth, error) { return t, nil }
+}
+
 // add runs ADD on the terminals' plugin, as a caller other than Prepare.
 func (r *rig) add(t *testing.T, requestID string, device ...string) {
 	t.Helper()
@@ -63,7 +68,7 @@ func TestRebuild(t *testing.T) {
 	pods := &reclaim.Pods{Devices: reclaim.Held{"cdi.local/" + slot[:len(slot)-2]: {slot: true}}}
 
 	t.Run("without the kubelet nothing is released", func(t *testing.T) {
-		if err := r.p.Rebuild(ctx, Truth{Claims: claims}); err != nil {
+		if err := r.p.Rebuild(ctx, given(Truth{Claims: claims})); err != nil {
 			t.Fatal(err)
 		}
 		if got, want := r.sorted(t), fmt.Sprint([]string{"deleted-0", "kept-0", "lost-0", slot}); got != want {
@@ -73,7 +78,7 @@ func TestRebuild(t *testing.T) {
 	t.Run("with the kubelet", func(t *testing.T) {
 		r.add(t, "stray")
 		rebooted := reserved("rebooted", result{"cdi.local", "n/tty-generic", r.devices[1]})
-		if err := r.p.Rebuild(ctx, Truth{Claims: append(claims, rebooted), Pods: pods}); err != nil {
+		if err := r.p.Rebuild(ctx, given(Truth{Claims: append(claims, rebooted), Pods: pods})); err != nil {
 			t.Fatal(err)
 		}
 		if got := fmt.Sprint(r.p.Checkpoint.UIDs()); got != "[kept lost rebooted]" {

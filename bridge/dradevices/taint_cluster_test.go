@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -103,20 +104,34 @@ func TestClusterTaintsUnhealthyDevices(t *testing.T) {
 }
 
 // podFromPool creates a pod on the node whose claim asks for count
-// terminals of pool.
+// terminals of pool, by the pool's class (poolClass).
 func (c *cluster) podFromPool(t *testing.T, name, pool string, count int64) {
 	t.Helper()
 	tmpl := &resourceapi.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: resourceapi.ResourceClaimTemplateSpec{
 		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
-			Name: "ttys", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: ttyClass, AllocationMode: resourceapi.DeviceAllocationModeExactCount,
-				Count: count, Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
-					Expression: `device.attributes["cdi.local"].pool == "` + pool + `"`}}}},
+			Name: "ttys", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: c.poolClass(t, pool),
+				AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: count},
 		}}}},
 	}}
 	if _, err := c.Client.ResourceV1().ResourceClaimTemplates(c.Namespace).Create(t.Context(), tmpl, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	c.podWithClaim(t, name, tmpl.Name)
+}
+
+// poolClass is the DeviceClass of pool that the chart installs for each
+// pool of dra.pools, <pool>.cdi.local, selecting the pool's devices; made
+// here unless the examples have it.
+func (c *cluster) poolClass(t *testing.T, pool string) string {
+	t.Helper()
+	class := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: pool + ".cdi.local"},
+		Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+			Expression: `device.driver == "cdi.local" && device.attributes["cdi.local"].pool == "` + pool + `"`}}}}}
+	_, err := c.Client.ResourceV1().DeviceClasses().Create(t.Context(), class, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	return class.Name
 }
 
 // waitTainted waits until count devices of the node's pool carry the

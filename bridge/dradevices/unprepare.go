@@ -23,8 +23,14 @@ import (
 // drop-in's LIST has is DELed. A claim found nowhere has nothing left to
 // release; its spec file is removed all the same.
 func (p *Preparer) Unprepare(ctx context.Context, uid types.UID) error {
+	if err := p.waitPools(ctx); err != nil {
+		return err
+	}
 	p.claimMu.Lock()
 	defer p.claimMu.Unlock()
+	if err := p.reload(); err != nil {
+		return err
+	}
 	rec, ok := p.Checkpoint.Get(uid)
 	if !ok {
 		var err error
@@ -39,11 +45,8 @@ func (p *Preparer) Unprepare(ctx context.Context, uid types.UID) error {
 }
 
 // listed is a record of what the DRA drop-ins' plugins hold for claim
-// uid, by their LIST.
+// uid, by their LIST; the pools are set (waitPools).
 func (p *Preparer) listed(ctx context.Context, uid types.UID) (Claim, error) {
-	if err := p.ready(); err != nil {
-		return Claim{}, err
-	}
 	var rec Claim
 	for _, d := range p.dropIns() {
 		l, err := d.plugin.Plugin.List(ctx)
@@ -118,9 +121,40 @@ func (p *Preparer) log() *slog.Logger {
 // that the claim's Unprepare still finds its pool and DELs it, and the
 // device, when it comes back, is not published free while the plugin
 // still holds it.
+//
+// With PluginDir, a claim the other bridge of a rolling update prepared
+// since this one last read the checkpoint holds its devices too
+// (knownClaims).
 func (p *Preparer) Holds(pool string, dev spec.DeviceInfo) bool {
+	return holds(p.knownClaims(), pool, dev)
+}
+
+// knownClaims is the prepared claims' records: the checkpoint's in
+// memory and, with PluginDir, those of the file as it is that memory
+// lacks, which the other bridge of a rolling update prepared since this
+// one last read it. The file is read without the lock of the calls, for
+// a write replaces it whole; one that cannot be read adds nothing.
+func (p *Preparer) knownClaims() map[types.UID]Claim {
+	claims := map[types.UID]Claim{}
 	for _, uid := range p.Checkpoint.UIDs() {
-		rec, _ := p.Checkpoint.Get(uid)
+		claims[uid], _ = p.Checkpoint.Get(uid)
+	}
+	if p.PluginDir == "" {
+		return claims
+	}
+	if f, err := readCheckpoint(p.Checkpoint.path); err == nil {
+		for uid, rec := range f.Claims {
+			if _, ok := claims[uid]; !ok {
+				claims[uid] = rec
+			}
+		}
+	}
+	return claims
+}
+
+// holds says whether a record of claims holds pool's device dev.
+func holds(claims map[types.UID]Claim, pool string, dev spec.DeviceInfo) bool {
+	for _, rec := range claims {
 		for _, d := range rec.Devices {
 			if d.Pool == pool && d.ID == dev.ID && !d.AdminAccess {
 				return true

@@ -17,6 +17,17 @@
 // no container has held them for the grace; their devices are left out
 // of the slices until then.
 //
+// With a pod UID (Config.PodUID, the chart's maxSurge update with
+// dra.pools) the driver registers under sockets of its pod, beside the
+// old pod's, and shares the checkpoint with it: Start opens it, setting
+// it aside if need be, under the kubelet-plugin library's lock of the
+// calls (dra.LockCalls), and so does every later read
+// (bridge/dradevices). During the overlap both publish the node's slices
+// from their own discoveries (the new one only once its claims are
+// rebuilt), and the kubelet watches both health streams; when the old
+// pod stops, the kubelet forgets the driver's health, both pods', and
+// knows it again from the new pod's next report (dra.HealthResend).
+//
 // Which pools it serves is decided by its caller: Split divides a
 // discovery between the device plugins (bridge/node) and this front end,
 // a drop-in never between the two.

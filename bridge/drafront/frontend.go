@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
@@ -49,13 +50,18 @@ type Config struct {
 	// BootID is the kernel's boot id; nil reads it
 	// (dradevices.BootID).
 	BootID func() string
-	// OnSetAside, if set, is told of a checkpoint set aside at start, by
-	// reason (dradevices.ReasonUnreadable, ReasonPreviousBoot).
+	// OnSetAside, if set, is told of a checkpoint set aside, by reason
+	// (dradevices.ReasonUnreadable, ReasonPreviousBoot): at start, or,
+	// with a pod UID, by a call that reads it anew and cannot.
 	OnSetAside func(reason string)
 	Logger     *slog.Logger
 	// OnFatal is dra.Config's: told of an error the kubelet plugin
 	// cannot recover from.
 	OnFatal func(error)
+	// PodUID is dra.Config's: set, the driver serves beside the other
+	// pod of a rolling update, with which the preparer shares the
+	// checkpoint (dradevices.Preparer.PluginDir).
+	PodUID types.UID
 	// OnClaim, if set, is told of every Prepare and Unprepare
 	// (dradevices.Observed).
 	OnClaim func(op, pool, reason string, took time.Duration)
@@ -117,6 +123,11 @@ type FrontEnd struct {
 // then registers the driver with the kubelet and publishes the node's
 // slices. They stop when ctx ends. Its error is for a Config that lacks a
 // field and a checkpoint that cannot even be moved aside.
+//
+// With a pod UID, the checkpoint is opened under the library's lock of
+// the calls, which the other bridge of a rolling update holds while it
+// writes the file: a file it has just written is never judged, or moved
+// aside, as the one before it.
 func Start(ctx context.Context, cfg Config) (*FrontEnd, error) {
 	if cfg.NodeName == "" || cfg.Driver == "" || cfg.Client == nil || cfg.CDI == nil || cfg.Store == nil {
 		return nil, fmt.Errorf("%w: node name, driver, client, CDI directory and store are all needed", ErrConfig)
@@ -127,18 +138,15 @@ func Start(ctx context.Context, cfg Config) (*FrontEnd, error) {
 	if cfg.BootID == nil {
 		cfg.BootID = dradevices.BootID
 	}
-	ckpt, aside, err := dradevices.OpenCheckpoint(cfg.Checkpoint, cfg.BootID(), time.Now())
+	p, aside, err := openPreparer(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	p := &dradevices.Preparer{Driver: cfg.Driver, Node: cfg.NodeName, CDI: cfg.CDI, Vendor: cfg.Driver, Checkpoint: ckpt,
-		Logger: cfg.Logger, Grace: cfg.Grace}
-	if err := p.RestoreSpecs(); err != nil {
-		cfg.Logger.Error("rewriting the CDI specs of prepared claims", "error", err)
-	}
-	cfg.Logger.Info("DRA front end", "driver", cfg.Driver, "checkpoint", cfg.Checkpoint, "prepared", len(ckpt.UIDs()))
+	cfg.Logger.Info("DRA front end", "driver", cfg.Driver, "checkpoint", cfg.Checkpoint, "prepared", len(p.Checkpoint.UIDs()))
 	f := &FrontEnd{cfg: cfg, node: cfg.NodeName, driver: cfg.Driver, client: cfg.Client, preparer: p, store: cfg.Store,
-		log: cfg.Logger, aside: aside, wake: make(chan struct{}, 1), poolsChanged: make(chan struct{}, 1), slices: cfg.Slices}
+		log: cfg.Logger, aside: aside, wake: make(chan struct{}, 1), poolsChanged: make(chan struct{}, 1),
+		slices: cfg.Slices}
+	p.OnSetAside = func(a dradevices.SetAside) { go f.warnSetAside(ctx, a, setAsideInCall) }
 	if f.slices == nil {
 		f.slices = StartSlices(ctx, cfg.Driver, cfg.NodeName, cfg.Client, cfg.Logger)
 	}
@@ -165,6 +173,31 @@ func StartSlices(ctx context.Context, driver, node string, client kubernetes.Int
 		}
 	}()
 	return s
+}
+
+// openPreparer is the Preparer over the checkpoint as Start opens it,
+// the CDI specs of its prepared claims rewritten, and the checkpoint set
+// aside; with a pod UID, under the library's lock of the calls.
+func openPreparer(ctx context.Context, cfg Config) (*dradevices.Preparer, *dradevices.SetAside, error) {
+	var pluginDir string
+	if cfg.PodUID != "" {
+		pluginDir = dra.PluginDir(cfg.PluginDir, cfg.Driver)
+		unlock, err := dra.LockCalls(ctx, pluginDir)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer unlock()
+	}
+	ckpt, aside, err := dradevices.OpenCheckpoint(cfg.Checkpoint, cfg.BootID(), time.Now())
+	if err != nil {
+		return nil, nil, err
+	}
+	p := &dradevices.Preparer{Driver: cfg.Driver, Node: cfg.NodeName, CDI: cfg.CDI, Vendor: cfg.Driver, Checkpoint: ckpt,
+		Logger: cfg.Logger, Grace: cfg.Grace, PluginDir: pluginDir}
+	if err := p.RestoreSpecs(); err != nil {
+		cfg.Logger.Error("rewriting the CDI specs of prepared claims", "error", err)
+	}
+	return p, aside, nil
 }
 
 // Holds says whether a prepared claim holds pool's device dev
@@ -242,7 +275,7 @@ func tell(ch chan struct{}) {
 // publishes (publish) until ctx ends.
 func (f *FrontEnd) run(ctx context.Context) {
 	if f.aside != nil {
-		f.warnSetAside(ctx)
+		f.warnSetAside(ctx, *f.aside, setAsideAtStart)
 	}
 	select {
 	case <-ctx.Done():
@@ -263,7 +296,8 @@ func (f *FrontEnd) run(ctx context.Context) {
 		devices = dradevices.Observed(f.preparer, f.cfg.OnClaim)
 	}
 	d, err := dra.Start(ctx, dra.Config{DriverName: f.driver, NodeName: f.node, Client: f.client, Devices: devices,
-		Slices: f.slices, PluginDir: f.cfg.PluginDir, RegistrarDir: f.cfg.RegistrarDir, Logger: f.log, OnFatal: f.cfg.OnFatal})
+		Slices: f.slices, PluginDir: f.cfg.PluginDir, RegistrarDir: f.cfg.RegistrarDir, Logger: f.log, OnFatal: f.cfg.OnFatal,
+		PodUID: f.cfg.PodUID})
 	if err != nil {
 		f.log.Error("starting the DRA kubelet plugin", "error", err)
 		if f.cfg.OnFatal != nil {

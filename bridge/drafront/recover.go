@@ -2,6 +2,7 @@ package drafront
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"time"
@@ -17,20 +18,25 @@ import (
 )
 
 // rebuild runs dradevices.Preparer.Rebuild with the API server's claims
-// and what the kubelet's containers hold, trying again with a backoff
-// (up to rebuildBackoffCap) until both answered and every claim found
-// here was prepared, or ctx ends (false). A claim that cannot be prepared
-// (its device gone) is logged, not tried again for ever.
+// and what the kubelet's containers hold (truth), trying again with a
+// backoff (up to rebuildBackoffCap) until both answered and every claim
+// found here was prepared, or ctx ends (false). A claim that cannot be
+// prepared (its device gone) is logged, not tried again for ever.
 func (f *FrontEnd) rebuild(ctx context.Context) bool {
 	backoff := kwait.Backoff{Duration: time.Second, Factor: 2, Steps: 1 << 30, Cap: rebuildBackoffCap}
 	for {
-		t, err := f.truth(ctx)
-		if err == nil {
-			if err := f.preparer.Rebuild(ctx, t); err != nil {
+		var kubeletAsked bool
+		err := f.preparer.Rebuild(ctx, func(ctx context.Context) (dradevices.Truth, error) {
+			t, err := f.truth(ctx)
+			kubeletAsked = t.Pods != nil
+			return t, err
+		})
+		if !errors.Is(err, dradevices.ErrNotRebuilt) {
+			if err != nil {
 				f.log.Error("rebuilding the prepared claims: some are not prepared; the kubelet prepares them again", "error", err)
 			}
 			f.log.Info("prepared claims rebuilt from the API server and the plugins", "prepared", len(f.preparer.Checkpoint.UIDs()),
-				"kubeletAsked", t.Pods != nil)
+				"kubeletAsked", kubeletAsked)
 			return true
 		}
 		delay := backoff.Step()
@@ -46,9 +52,19 @@ func (f *FrontEnd) rebuild(ctx context.Context) bool {
 // rebuildBackoffCap bounds the wait between two tries of rebuild.
 const rebuildBackoffCap = 30 * time.Second
 
+// truthTimeout bounds truth with a pod UID, when the other bridge of a
+// rolling update waits for it: Rebuild reads it under the library's
+// lock of the calls, and the kubelet gives up a call after 45 s.
+const truthTimeout = 30 * time.Second
+
 // truth is every claim of the API server and what the kubelet's
 // containers hold (none without Config.Kubelet).
 func (f *FrontEnd) truth(ctx context.Context) (dradevices.Truth, error) {
+	if f.cfg.PodUID != "" {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, truthTimeout)
+		defer cancel()
+	}
 	claims, err := f.listClaims(ctx)
 	if err != nil {
 		return dradevices.Truth{}, err
@@ -100,15 +116,24 @@ func (f *FrontEnd) sweep(ctx context.Context) bool {
 	return !maps.EqualFunc(before, f.preparer.Withheld(), maps.Equal)
 }
 
-// warnSetAside tells the operator that the checkpoint was set aside: in
-// the log, in a metric (Config.OnSetAside), and in a Warning Event
-// regarding the Node (`kubectl describe node` shows it), in the default
-// namespace, where the API server takes events of objects of no
+// aftermath is what follows a checkpoint set aside, for warnSetAside: the
+// Event's action, and its note's end.
+type aftermath struct{ action, then string }
+
+// A checkpoint set aside at start, or read anew in a call (with a pod
+// UID).
+var (
+	setAsideAtStart = aftermath{"Rebuild", "the prepared claims are rebuilt from the API server and the plugins"}
+	setAsideInCall  = aftermath{"Rewrite", "the bridge writes anew the claims it knows of; an Unprepare of another finds it by the plugins' LIST"}
+)
+
+// warnSetAside tells the operator that the checkpoint was set aside, and
+// then: in the log, in a metric (Config.OnSetAside), and in a Warning
+// Event regarding the Node (`kubectl describe node` shows it), in the
+// default namespace, where the API server takes events of objects of no
 // namespace.
-func (f *FrontEnd) warnSetAside(ctx context.Context) {
-	a := f.aside
-	msg := fmt.Sprintf("DRA checkpoint %s set aside as %s (%s); the prepared claims are rebuilt from the API server and the plugins",
-		f.cfg.Checkpoint, a.Path, a.Reason)
+func (f *FrontEnd) warnSetAside(ctx context.Context, a dradevices.SetAside, after aftermath) {
+	msg := fmt.Sprintf("DRA checkpoint %s set aside as %s (%s); %s", f.cfg.Checkpoint, a.Path, a.Reason, after.then)
 	if a.Err != nil {
 		msg += ": " + a.Err.Error()
 	}
@@ -118,7 +143,7 @@ func (f *FrontEnd) warnSetAside(ctx context.Context) {
 	}
 	ev := &eventsv1.Event{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: f.node + "-dra-checkpoint-", Namespace: metav1.NamespaceDefault},
-		EventTime:  metav1.NowMicro(), Type: corev1.EventTypeWarning, Reason: "DRACheckpointSetAside", Action: "Rebuild",
+		EventTime:  metav1.NowMicro(), Type: corev1.EventTypeWarning, Reason: "DRACheckpointSetAside", Action: after.action,
 		ReportingController: f.driver + "/cdi-bridge", ReportingInstance: "cdi-bridge-" + f.node, Note: truncate(msg, 1024),
 		Regarding: corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: f.node},
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/cdiexec/cdi/bridge/cdispec"
 	"github.com/cdiexec/cdi/bridge/discovery"
 	"github.com/cdiexec/cdi/bridge/dra"
@@ -57,7 +59,8 @@ func startDRA(ctx context.Context, o *options, api *kubeAccess, slices *dra.Node
 	front, err := drafront.Start(ctx, drafront.Config{NodeName: o.nodeName, Driver: o.domain, Client: api.client, CDI: cdiDir,
 		Checkpoint: o.draCheckpoint, PluginDir: o.draPluginDir, RegistrarDir: o.draRegistrarDir, Store: store,
 		Kubelet: podResources, Grace: o.reclaimGrace, SweepPeriod: o.reclaimEvery,
-		OnSetAside: m.DRACheckpointSetAside, OnClaim: m.DRAClaim, Logger: log, OnFatal: onFatal, Slices: slices})
+		OnSetAside: m.DRACheckpointSetAside, OnClaim: m.DRAClaim, Logger: log, OnFatal: onFatal, Slices: slices,
+		PodUID: types.UID(o.podUID)})
 	if err != nil {
 		return nil, err
 	}

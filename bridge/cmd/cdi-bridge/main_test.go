@@ -153,14 +153,18 @@ func TestLogIsReadable(t *testing.T) {
 }
 
 // TestBinary runs the built cdi-bridge as a process: it must register
-// its resources, and on SIGTERM withdraw them and exit 0.
+// its resources, and on SIGTERM end their streams, with no empty list
+// (the next pod of a rolling update may serve them already), and exit 0.
 func TestBinary(t *testing.T) {
 	b := startBridge(t)
+	if _, err := b.kubelet.WaitFor(pool, wait, func(n int, d []*pluginapi.Device) bool { return len(d) > 0 }); err != nil {
+		t.Fatal(err)
+	}
 	if err := b.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.kubelet.WaitFor(pool, wait, func(n int, d []*pluginapi.Device) bool { return d != nil && len(d) == 0 }); err != nil {
-		t.Fatal(err)
+	if last, err := b.kubelet.WaitEnded(pool, wait); err != nil || len(last) == 0 {
+		t.Fatalf("the stream of %s at SIGTERM: last list %v, %v; want it ended after the devices", pool, last, err)
 	}
 	if err := b.cmd.Wait(); err != nil {
 		t.Fatalf("cdi-bridge exited with %v", err)

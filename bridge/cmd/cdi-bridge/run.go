@@ -52,7 +52,10 @@ type options struct {
 	// brokerNamespaces: those whose Brokers the elected bridge acts on;
 	// none turns Brokers off.
 	brokerNamespaces string
-	version          bool
+	// podUID, the bridge's pod's, lets the DRA driver of the next pod of
+	// a rolling update register beside this one's.
+	podUID  string
+	version bool
 }
 
 // errUsage is wrapped by the errors of a command line that does not parse;
@@ -96,6 +99,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.draPluginDir, "dra-plugin-dir", "", "directory of the DRA driver's socket (default /var/lib/kubelet/plugins/<domain>)")
 	fs.StringVar(&o.draRegistrarDir, "dra-registrar-dir", "/var/lib/kubelet/plugins_registry", "the kubelet's plugin registration directory, for the DRA driver")
 	fs.StringVar(&o.brokerNamespaces, "broker-namespaces", "", "namespaces, comma-separated, whose Brokers (bridge/broker) the bridge elected on --leader-election-lease acts on, making their Jobs and Deployments there; empty: Brokers off")
+	fs.StringVar(&o.podUID, "pod-uid", "", "the UID of the bridge's pod (the downward API's metadata.uid): with --dra-pools, the DRA driver registers under the pod's own socket names, so that the next pod of a DaemonSet update (maxSurge) serves beside it until it stops (kubelet 1.33 or later); empty: one registration, replaced at a restart")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "cdi-bridge offers this node's CDI plugin devices to the kubelet as device plugins, one per device\n"+
 			"and one per pool, and keeps every device's usage slots in an Instance store (the Kubernetes API, or\n"+

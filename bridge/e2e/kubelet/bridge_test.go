@@ -118,7 +118,7 @@ func startBridge(t *testing.T, k *kubelet, f bridgeFiles) *bridge {
 }
 
 // stop signals the bridge and waits for it to end. After SIGTERM it must
-// exit 0 (it withdraws its devices first); SIGKILL is a crash.
+// exit 0 (it ends its device plugins' streams first); SIGKILL is a crash.
 func (b *bridge) stop(t *testing.T, sig syscall.Signal) {
 	t.Helper()
 	select {

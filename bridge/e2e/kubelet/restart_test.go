@@ -23,18 +23,19 @@ func TestKubeletRestart(t *testing.T) {
 	held.checkSurvived(t, k, b)
 }
 
-// TestBridgeRestart: the bridge stops (withdrawing its devices) or
-// crashes, and starts again on the same files: registration returns with
-// the counts from before, and the claims persist.
+// TestBridgeRestart: the bridge stops (ending its streams, with no empty
+// list: the next pod of a rolling update may serve the resources already)
+// or crashes, and starts again on the same files: registration returns
+// with the counts from before, and the claims persist.
 func TestBridgeRestart(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		sig  syscall.Signal
 		// down is what the manager reports of a resource while the bridge
-		// is away: withdrawn (nothing) or lost (all unhealthy).
+		// is away: its last registration gone, every device unhealthy.
 		down func(counts) counts
 	}{
-		{"SIGTERM", syscall.SIGTERM, func(counts) counts { return counts{} }},
+		{"SIGTERM", syscall.SIGTERM, func(c counts) counts { return counts{c.capacity, 0} }},
 		{"SIGKILL", syscall.SIGKILL, func(c counts) counts { return counts{c.capacity, 0} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

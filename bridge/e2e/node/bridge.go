@@ -167,6 +167,11 @@ func withFlags(args []string, set map[string]string) ([]string, error) {
 // waitBridgeReady waits until the bridge's /readyz answers 200: its first
 // discovery has been published to the kubelet.
 func waitBridgeReady(ctx context.Context, bridge *Proc) error {
+	return waitReadyAt(ctx, bridge, bridgeReadyz)
+}
+
+// waitReadyAt is waitBridgeReady for a bridge whose /readyz is readyz.
+func waitReadyAt(ctx context.Context, bridge *Proc, readyz string) error {
 	ctx, cancel := context.WithTimeout(ctx, bridgeReadyWait)
 	defer cancel()
 	last := "no answer"
@@ -174,7 +179,7 @@ func waitBridgeReady(ctx context.Context, bridge *Proc) error {
 		if exited, how := bridge.Exited(); exited {
 			return fmt.Errorf("cdi-bridge exited (%s); its log ends:\n%s", how, bridge.Tail(logTail))
 		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, bridgeReadyz, nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, readyz, nil)
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -186,13 +191,24 @@ func waitBridgeReady(ctx context.Context, bridge *Proc) error {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	return fmt.Errorf("cdi-bridge not ready within %v (%s: %s); its log ends:\n%s", bridgeReadyWait, bridgeReadyz, last, bridge.Tail(logTail))
+	return fmt.Errorf("cdi-bridge not ready within %v (%s: %s); its log ends:\n%s", bridgeReadyWait, readyz, last, bridge.Tail(logTail))
 }
 
 // StartBridge starts cdi-bridge as the DaemonSet runs it, but as a process
 // with the test's drop-ins, plugins and credentials, and quick reclaim;
 // extra sets flags beyond those (--dra-pools, say).
 func StartBridge(t testing.TB, l Layout, c *Cluster, node, confDir string, extra map[string]string) *Proc {
+	t.Helper()
+	p := startBridgeProc(t, l, c, node, confDir, "cdi-bridge", extra)
+	if err := waitBridgeReady(t.Context(), p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// startBridgeProc starts the bridge as StartBridge does, its log named
+// name, and does not wait for it.
+func startBridgeProc(t testing.TB, l Layout, c *Cluster, node, confDir, name string, extra map[string]string) *Proc {
 	t.Helper()
 	args, err := daemonSetArgs(filepath.Join(l.Repo, deployDir, "daemonset.yaml"))
 	if err != nil {
@@ -216,11 +232,7 @@ func StartBridge(t testing.TB, l Layout, c *Cluster, node, confDir string, extra
 			checkNotForbidden(t, p.LogPath)
 		}
 	})
-	p = StartProc(t, l, "cdi-bridge", nil, append([]string{filepath.Join(l.Bin, "cdi-bridge")}, args...)...)
-	if err := waitBridgeReady(t.Context(), p); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return StartProc(t, l, name, nil, append([]string{filepath.Join(l.Bin, "cdi-bridge")}, args...)...)
 }
 
 // checkNotForbidden fails the test for every line of the bridge's log in

@@ -51,6 +51,23 @@
 //   - TestDRAMove moves the terminals' pool between the device plugins
 //     and DRA under running pods, both ways, by restarting the bridge
 //     with another --dra-pools: no terminal is offered twice.
+//   - TestDRAUpstream runs a node as TestDRA does and holds the bridge to
+//     the checks of upstream's DRA node tests, which only their own test
+//     driver can run: a pod created while the kubelet is down runs; a
+//     Prepare that fails keeps the pod pending, with the kubelet's event,
+//     until it succeeds; a pod deleted while the kubelet is down, and a
+//     force-deleted one, are unprepared; a new claim of an old claim's
+//     name waits for the old one's Unprepare. The failures are the
+//     terminals' plugin's own: its drop-in runs it behind a gate, a
+//     script whose files make ADD or DEL fail or hold INFO
+//     (dragate_test.go). Once the failure is lifted the test annotates
+//     the waiting pod, as an operator would, which the kubelet syncs at
+//     once, rather than wait a minute or more for the kubelet's resync.
+//   - TestDRARollingUpdate runs a node as TestDRA does and updates the
+//     bridge as the chart's DaemonSet does with dra.pools: a second
+//     bridge started with a new pod UID (--pod-uid) beside the first,
+//     which stops once the second is ready, while pods with claims run
+//     and new ones are prepared.
 //   - TestDRAHealth runs a node as TestDRA does, then adds a drop-in
 //     whose one terminal is a copy (mknod) of a real one under the test's
 //     root, served through DRA, and a pod whose claim holds it: removed,

@@ -208,7 +208,7 @@ func oneTerminal() *resourceapi.ResourceClaimTemplate {
 		ObjectMeta: metav1.ObjectMeta{Name: oneTerminalTpl},
 		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{
 			Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
-				Name: "tty", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "tty.cdi.local"},
+				Name: "tty", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "tty-generic.cdi.local"},
 			}}},
 		}},
 	}
@@ -320,17 +320,23 @@ const (
 // registered"), and the kubelet tries that pod again only at its next
 // sync of it, a minute later.
 func waitDRARegistered(ctx context.Context, want bool) error {
+	return waitPluginRegistered(ctx, draRegistration, want)
+}
+
+// waitPluginRegistered is waitDRARegistered for the registration socket
+// socket: a bridge's with --pod-uid is of its pod.
+func waitPluginRegistered(ctx context.Context, socket string, want bool) error {
 	ctx, cancel := context.WithTimeout(ctx, registrationWait)
 	defer cancel()
 	var last string
 	for ; ctx.Err() == nil; time.Sleep(pollInterval) {
-		got, err := kubeletPluginRegistered(ctx, draRegistration)
+		got, err := kubeletPluginRegistered(ctx, socket)
 		if err == nil && got == want {
 			return nil
 		}
 		last = fmt.Sprintf("registered: %v (%v)", got, err)
 	}
-	return fmt.Errorf("the kubelet's registration of %s not %v within %v: %s", draRegistration, want, registrationWait, last)
+	return fmt.Errorf("the kubelet's registration of %s not %v within %v: %s", socket, want, registrationWait, last)
 }
 
 // kubeletPluginRegistered reports whether the kubelet's plugin manager has

@@ -64,7 +64,7 @@ func testMoveToDRA(t *testing.T, n *DRANode, dp *Pod, dpIDs []string) (dra, wait
 	if overlap(dra.IDs, dpIDs) {
 		t.Errorf("claim pod %s got %v, and device-plugin pod %s holds %v", dra.Name, dra.IDs, dp.Name, dpIDs)
 	}
-	n.CreateClaimPod(t, "dra-waits", oneTerminalTpl, nil)
+	n.CreatePod(t, n.ClaimPodSpec(t, "dra-waits", oneTerminalTpl, nil))
 	if err := n.waitUnschedulable(t.Context(), "dra-waits"); err != nil {
 		t.Fatal(err)
 	}

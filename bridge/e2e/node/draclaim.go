@@ -44,30 +44,41 @@ type ClaimPod struct {
 // the device nodes and every variable their ADDs returned.
 func (n *DRANode) RunClaimPod(t testing.TB, name, template string, limits map[string]int64, count int) *ClaimPod {
 	t.Helper()
-	n.CreateClaimPod(t, name, template, limits)
+	n.CreatePod(t, n.ClaimPodSpec(t, name, template, limits))
 	return n.AwaitClaimPod(t, name, count)
 }
 
-// CreateClaimPod creates the pod RunClaimPod runs, without waiting.
-func (n *DRANode) CreateClaimPod(t testing.TB, name, template string, limits map[string]int64) {
+// ClaimPodSpec is RunClaimPod's pod, its report directory made.
+func (n *DRANode) ClaimPodSpec(t testing.TB, name, template string, limits map[string]int64) *corev1.Pod {
 	t.Helper()
 	dir := n.Layout.Path("reports", name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	spec := newScheduledPod(name, dir, limits, template)
-	if _, err := n.Cluster.Client.CoreV1().Pods(PodNamespace).Create(t.Context(), spec, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating pod %s: %v", name, err)
+	return newScheduledPod(name, dir, limits, template)
+}
+
+// CreatePod creates the pod in the pods' namespace.
+func (n *DRANode) CreatePod(t testing.TB, pod *corev1.Pod) {
+	t.Helper()
+	if _, err := n.Cluster.Client.CoreV1().Pods(PodNamespace).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating pod %s: %v", pod.Name, err)
 	}
 }
 
-// AwaitClaimPod is the rest of RunClaimPod, for a pod CreateClaimPod
-// created.
+// AwaitClaimPod is the rest of RunClaimPod, for a pod created already
+// (ClaimPodSpec): it waits until the pod's container runs and checks it.
 func (n *DRANode) AwaitClaimPod(t testing.TB, name string, count int) *ClaimPod {
+	t.Helper()
+	return n.awaitClaimPodWithin(t, name, count, podStartWait)
+}
+
+// awaitClaimPodWithin is AwaitClaimPod, bounded by within.
+func (n *DRANode) awaitClaimPodWithin(t testing.TB, name string, count int, within time.Duration) *ClaimPod {
 	t.Helper()
 	ctx := t.Context()
 	dir := n.Layout.Path("reports", name)
-	running, err := waitRunning(ctx, n.Cluster.Client, name)
+	running, err := waitRunningWithin(ctx, n.Cluster.Client, name, within)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,10 +97,16 @@ func (n *DRANode) AwaitClaimPod(t testing.TB, name string, count int) *ClaimPod 
 	return p
 }
 
-// podClaim reads the pod's claim, named in its status by the claim
-// controller or, for an extended resource, by the scheduler.
+// podClaim reads the pod's claim: named in its spec, or in its status by
+// the claim controller (a template's) or, for an extended resource, by
+// the scheduler.
 func (n *DRANode) podClaim(ctx context.Context, pod *corev1.Pod) (*resourceapi.ResourceClaim, error) {
 	var name string
+	for _, c := range pod.Spec.ResourceClaims {
+		if c.ResourceClaimName != nil {
+			name = *c.ResourceClaimName
+		}
+	}
 	for _, s := range pod.Status.ResourceClaimStatuses {
 		if s.ResourceClaimName != nil {
 			name = *s.ResourceClaimName

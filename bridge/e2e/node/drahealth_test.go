@@ -143,10 +143,24 @@ func (n *DRANode) serveHotplug(t *testing.T) (node, like string) {
 		t.Fatal(err)
 	}
 	n.restartBridge(t, draPool+","+hotplugPool)
+	if err := n.createPoolClass(t.Context(), hotplugPool); err != nil {
+		t.Fatal(err)
+	}
 	if err := n.waitPoolDevices(t.Context(), Name+"/"+hotplugPool, 1); err != nil {
 		t.Fatal(err)
 	}
 	return node, like
+}
+
+// createPoolClass creates the DeviceClass of pool that the chart installs
+// for each pool of dra.pools (templates/deviceclasses.yaml): <pool>.<domain>,
+// selecting the pool's devices.
+func (n *DRANode) createPoolClass(ctx context.Context, pool string) error {
+	class := &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: pool + "." + domain},
+		Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
+			Expression: `device.driver == "` + domain + `" && device.attributes["` + domain + `"].pool == "` + pool + `"`}}}}}
+	_, err := n.Cluster.Client.ResourceV1().DeviceClasses().Create(ctx, class, metav1.CreateOptions{})
+	return err
 }
 
 // waitPoolDevices waits until the node's slices of pool list count
@@ -219,15 +233,13 @@ func (n *DRANode) runHotplugPod(t *testing.T, name string) *ClaimPod {
 	tmpl := &resourceapi.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{
 			Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
-				Name: "tty", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "tty.cdi.local",
-					Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
-						Expression: `device.attributes["` + domain + `"].pool == "` + hotplugPool + `"`}}}},
+				Name: "tty", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: hotplugPool + "." + domain},
 			}}},
 		}}}
 	if _, err := n.Cluster.Client.ResourceV1().ResourceClaimTemplates(PodNamespace).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	n.CreateClaimPod(t, name, tmpl.Name, nil)
+	n.CreatePod(t, n.ClaimPodSpec(t, name, tmpl.Name, nil))
 	running, err := waitRunning(ctx, n.Cluster.Client, name)
 	if err != nil {
 		t.Fatal(err)

@@ -69,7 +69,12 @@ func newPod(name, node, reportDir string, resources map[string]int64) *corev1.Po
 // container that cannot be created) ends it at podStartWait. Either way
 // the error says what the pod last showed, with its events.
 func waitRunning(ctx context.Context, client kubernetes.Interface, name string) (*corev1.Pod, error) {
-	ctx, cancel := context.WithTimeout(ctx, podStartWait)
+	return waitRunningWithin(ctx, client, name, podStartWait)
+}
+
+// waitRunningWithin is waitRunning bounded by within.
+func waitRunningWithin(ctx context.Context, client kubernetes.Interface, name string, within time.Duration) (*corev1.Pod, error) {
+	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	var pod *corev1.Pod
 	var err error
@@ -88,7 +93,7 @@ func waitRunning(ctx context.Context, client kubernetes.Interface, name string) 
 	if pod == nil {
 		return nil, fmt.Errorf("pod %s: never read: %w", name, err)
 	}
-	return nil, fmt.Errorf("pod %s not running after %v:\n%s", name, podStartWait, describePod(client, pod))
+	return nil, fmt.Errorf("pod %s not running after %v:\n%s", name, within, describePod(client, pod))
 }
 
 // running reports whether the pod's container is running.

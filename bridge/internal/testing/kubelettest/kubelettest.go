@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -30,6 +31,7 @@ type Kubelet struct {
 	regs    []*pluginapi.RegisterRequest
 	lists   map[string][]*pluginapi.Device // resource -> last list
 	history map[string][]List              // resource -> every list of its latest stream
+	ended   map[string]int                 // resource -> streams the plugin ended
 	plugins map[string]*grpc.ClientConn    // resource -> connection
 	g       *grpc.Server
 	cancel  context.CancelFunc
@@ -53,6 +55,7 @@ func (k *Kubelet) start() error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.lists, k.plugins, k.history = map[string][]*pluginapi.Device{}, map[string]*grpc.ClientConn{}, map[string][]List{}
+	k.ended = map[string]int{}
 	k.ctx, k.cancel = context.WithCancel(context.Background())
 	lis, err := net.Listen("unix", filepath.Join(k.Dir, "kubelet.sock"))
 	if err != nil {
@@ -97,6 +100,12 @@ func (k *Kubelet) watch(resource string, stream pluginapi.DevicePlugin_ListAndWa
 		resp, err := stream.Recv()
 		at := time.Now() // before the lock: the arrival, not our turn
 		if err != nil {
+			if errors.Is(err, io.EOF) { // the plugin ended it, not the fake
+				k.mu.Lock()
+				k.ended[resource]++
+				k.cond.Broadcast()
+				k.mu.Unlock()
+			}
 			return
 		}
 		devs := resp.Devices
@@ -109,6 +118,21 @@ func (k *Kubelet) watch(resource string, stream pluginapi.DevicePlugin_ListAndWa
 		k.cond.Broadcast()
 		k.mu.Unlock()
 	}
+}
+
+// WaitEnded waits until a plugin of resource has ended its ListAndWatch
+// stream (returned, rather than the fake closing it), or timeout passes,
+// and returns the last list it had sent.
+func (k *Kubelet) WaitEnded(resource string, timeout time.Duration) ([]*pluginapi.Device, error) {
+	var devs []*pluginapi.Device
+	err := k.await(timeout, func() bool {
+		devs = k.lists[resource]
+		return k.ended[resource] > 0
+	})
+	if err != nil {
+		return devs, fmt.Errorf("%w waiting for the end of %s's stream (last list %v)", err, resource, devs)
+	}
+	return devs, nil
 }
 
 // Registrations returns every Register request received so far.
