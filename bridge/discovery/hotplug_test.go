@@ -164,6 +164,68 @@ func TestVanishedDevices(t *testing.T) {
 	}
 }
 
+// Each device plugged in is logged as appeared and each unplugged as
+// vanished, one line each, the first device of an empty pool too: a
+// pool whose last device went is gone, and the next device made it anew
+// without a line (ttyUSB0 plugged four times gave none).
+func TestAppearedAndVanishedPairUp(t *testing.T) {
+	root := ttyRoot(t)
+	confDir := t.TempDir()
+	writeConf(t, confDir, "dev", "usb", "generic", map[string]any{"root": root, "stateDir": t.TempDir(),
+		"groups": []map[string]any{{"name": "serial", "paths": []string{"/dev/ttyUSB*"}}}})
+	var log bytes.Buffer
+	d := &Discoverer{ConfDir: confDir, PluginDirs: []string{pluginDir}, Logger: slog.New(slog.NewJSONHandler(&log, nil))}
+	steps := []struct {
+		plug, unplug []string
+		want         string // the lines logged, "+id" appeared and "-id" vanished, in order
+	}{
+		{nil, nil, ""}, // the first discovery: an empty pool, nothing to log
+		{[]string{"ttyUSB0"}, nil, "+serial-ttyUSB0"},
+		{nil, []string{"ttyUSB0"}, "-serial-ttyUSB0"},
+		{[]string{"ttyUSB0"}, nil, "+serial-ttyUSB0"},
+		{[]string{"ttyUSB1"}, nil, "+serial-ttyUSB1"},
+		{nil, []string{"ttyUSB0", "ttyUSB1"}, "-serial-ttyUSB0 -serial-ttyUSB1"},
+		{[]string{"ttyUSB0", "ttyUSB1"}, nil, "+serial-ttyUSB0 +serial-ttyUSB1"},
+		{nil, []string{"ttyUSB1"}, "-serial-ttyUSB1"},
+		{nil, []string{"ttyUSB0"}, "-serial-ttyUSB0"},
+		{[]string{"ttyUSB0"}, nil, "+serial-ttyUSB0"},
+	}
+	for i, s := range steps {
+		for _, n := range s.plug {
+			plug(t, root, n)
+		}
+		for _, n := range s.unplug {
+			unplug(t, root, n)
+		}
+		log.Reset()
+		if _, err := d.Discover(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if got := deviceLines(t, log.Bytes()); got != s.want {
+			t.Errorf("step %d (plugged %v, unplugged %v): logged %q, want %q", i, s.plug, s.unplug, got, s.want)
+		}
+	}
+}
+
+// deviceLines is the "device appeared" and "device vanished" lines of a
+// JSON log as "+id" and "-id", in order.
+func deviceLines(t *testing.T, log []byte) string {
+	var out []string
+	for line := range bytes.Lines(log) {
+		var rec struct{ Msg, Device string }
+		if err := json.Unmarshal(line, &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		switch rec.Msg {
+		case "device appeared":
+			out = append(out, "+"+rec.Device)
+		case "device vanished":
+			out = append(out, "-"+rec.Device)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
 func describeDevices(pools []Pool) string {
 	var out []string
 	for _, p := range pools {
