@@ -37,4 +37,10 @@
 // stay, until Keep lets it go or INFO lists it again under the same id,
 // healthy. A device's id must therefore stay the same across unplug and
 // replug (SPEC.md, Section 8).
+//
+// What a discovery finds wrong (drop-ins that do not load, a plugin
+// missing or its INFO failing, devices that cannot be served, two drop-ins
+// of one pool name) is logged once per distinct cause, again only every
+// ten minutes while it lasts (bridge/internal/logrepeat), and once when it
+// is mended: device events discover many times a minute.
 package discovery

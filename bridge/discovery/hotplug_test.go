@@ -278,6 +278,59 @@ func TestRunDebouncesABurst(t *testing.T) {
 	}
 }
 
+// A drop-in that does not load is logged once, not again at each
+// discovery the device events of another drop-in run (40 identical WARNs
+// while a terminal flapped for 10 s); once mended it is said once, and
+// broken again it is logged again.
+func TestBrokenDropInLoggedOnce(t *testing.T) {
+	root := ttyRoot(t, 41)
+	confDir := t.TempDir()
+	writeConf(t, confDir, "tty", "generic", "generic-tty", map[string]any{"root": root, "stateDir": t.TempDir(), "num_system_reserved": 40})
+	broken := filepath.Join(confDir, "tty.d", "broken.conf")
+	if err := os.WriteFile(broken, []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var log bytes.Buffer
+	f := newFakeWatcher()
+	d := &Discoverer{ConfDir: confDir, PluginDirs: []string{pluginDir}, Watch: f, Debounce: 10 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &log}, nil))}
+	updates := runDiscoverer(t, d)
+	awaitUpdate(t, updates, func(u Update) bool { return describeDevices(u.Pools) == "tty41" })
+	flap := func() {
+		for range 5 {
+			plug(t, root, "tty42")
+			f.events <- filepath.Join(root, "dev", "tty42")
+			awaitUpdate(t, updates, func(u Update) bool { return describeDevices(u.Pools) == "tty41,tty42" })
+			unplug(t, root, "tty42")
+			f.events <- filepath.Join(root, "dev", "tty42")
+			awaitUpdate(t, updates, func(u Update) bool { return describeDevices(u.Pools) == "tty41" })
+		}
+	}
+	logged := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return log.String()
+	}
+	count := func(msg string) int { return strings.Count(logged(), msg) }
+	flap()
+	if n := count("some drop-ins do not load"); n != 1 {
+		t.Errorf("%d lines for the broken drop-in over 11 discoveries, want 1:\n%s", n, logged())
+	}
+	// Mended, then broken again: each said once, at the next discovery.
+	if err := os.Remove(broken); err != nil {
+		t.Fatal(err)
+	}
+	flap()
+	if err := os.WriteFile(broken, []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	flap()
+	if n, m := count("every drop-in loads again"), count("some drop-ins do not load"); n != 1 || m != 2 {
+		t.Errorf("%d lines mended and %d broken, want 1 and 2:\n%s", n, m, logged())
+	}
+}
+
 // execCounter counts INFO runs by plugin.
 type execCounter struct {
 	mu sync.Mutex
