@@ -19,8 +19,12 @@
 // only, after Debounce of quiet, so that the burst of events udev makes
 // for a device, or for a hub of them, is one INFO per drop-in. The period
 // stays: it is how network endpoints, whose drop-ins are not watched, and
-// a directory that cannot be watched (too many watches, gone) are
-// rediscovered; such a directory is logged once.
+// a directory that cannot be watched (too many watches, gone, a link out
+// of the drop-in's root, which inotify would follow) are rediscovered;
+// such a directory is logged once. Each discovery checks that every
+// watched directory is still the one watched (its device and inode): one
+// replaced since, by a link and back say, of which the watch hears
+// nothing, is watched anew, and logged.
 //
 // A plugin that fails INFO does not make its devices vanish (that would
 // withdraw resources from the kubelet on a transient error): they are
