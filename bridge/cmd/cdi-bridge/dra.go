@@ -18,8 +18,9 @@ import (
 // startDRA starts the DRA front end when --dra-pools names any pool, else
 // returns nil. It stops when ctx ends; onFatal is told of an error its
 // kubelet plugin cannot recover from. store is the node's Instance store,
-// podResources the kubelet's PodResources API (nil: off).
-func startDRA(ctx context.Context, o *options, api *kubeAccess, store instance.Store, podResources reclaim.Lister,
+// cdiDir its CDI spec directory (nil with --cdi-names=false, which DRA
+// refuses), podResources the kubelet's PodResources API (nil: off).
+func startDRA(ctx context.Context, o *options, api *kubeAccess, store instance.Store, cdiDir *cdispec.Dir, podResources reclaim.Lister,
 	m *metrics.Metrics, log *slog.Logger, onFatal func(error)) (*drafront.FrontEnd, error) {
 	if len(drafront.ParsePools(o.draPools)) == 0 {
 		return nil, nil
@@ -29,12 +30,6 @@ func startDRA(ctx context.Context, o *options, api *kubeAccess, store instance.S
 	}
 	if api == nil {
 		return nil, fmt.Errorf("%w: --dra-pools needs the Kubernetes API: --kubeconfig, or run in a pod", errUsage)
-	}
-	// A directory of its own: a cdispec.Dir is not safe for concurrent
-	// use, and the node's writes its pools' files from discovery.
-	cdiDir, err := cdispec.Open(o.cdiSpecDir, o.domain)
-	if err != nil {
-		return nil, fmt.Errorf("--cdi-spec-dir, --domain: %w", err)
 	}
 	log.Info("DRA pools", "pools", o.draPools)
 	return drafront.Start(ctx, drafront.Config{NodeName: o.nodeName, Driver: o.domain, Client: api.client, CDI: cdiDir,

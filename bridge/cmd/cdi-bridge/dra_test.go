@@ -44,7 +44,11 @@ func TestStartDRARefuses(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			front, err := startDRA(t.Context(), o, tc.api, nil, nil, metrics.New("test"), log, func(error) {})
+			cdiDir, err := openCDI(o, log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			front, err := startDRA(t.Context(), o, tc.api, nil, cdiDir, nil, metrics.New("test"), log, func(error) {})
 			if !errors.Is(err, errUsage) || front != nil {
 				t.Errorf("startDRA = %v, %v; want a usage error", front, err)
 			}
@@ -55,7 +59,7 @@ func TestStartDRARefuses(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if front, err := startDRA(t.Context(), o, api, nil, nil, metrics.New("test"), log, func(error) {}); front != nil || err != nil {
+		if front, err := startDRA(t.Context(), o, api, nil, nil, nil, metrics.New("test"), log, func(error) {}); front != nil || err != nil {
 			t.Errorf("startDRA without --dra-pools = %v, %v", front, err)
 		}
 	})

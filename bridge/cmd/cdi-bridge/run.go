@@ -149,7 +149,14 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	front, err := startDRA(ctx, o, api, store, podResources, m, log, fail)
+	// One Dir for the node's files and the DRA claims': opening one
+	// removes what an earlier run's writes left, which a second would
+	// take the first's writes under way for.
+	cdiDir, err := openCDI(o, log)
+	if err != nil {
+		return err
+	}
+	front, err := startDRA(ctx, o, api, store, cdiDir, podResources, m, log, fail)
 	if err != nil {
 		return err
 	}
@@ -167,10 +174,6 @@ func run(ctx context.Context, args []string) error {
 	defer stopDeparted()
 	if removed, err := deviceplugin.RemoveStaleSockets(o.dpDir, o.domain); err != nil || len(removed) > 0 {
 		log.Info("removed sockets no process serves, left by a bridge that was killed", "count", len(removed), "error", err)
-	}
-	cdiDir, err := openCDI(o, log)
-	if err != nil {
-		return err
 	}
 	disc := &discovery.Discoverer{ConfDir: o.confDir, PluginDirs: invoke.SplitPath(o.pluginPath), Timeout: o.execTimeout,
 		MaxDevices: o.maxDevices, OnExec: m.Exec, Logger: log, Watch: deviceWatch(o, log), Debounce: o.watchDebounce}
