@@ -10,7 +10,7 @@ DESTDIR   ?=
 PLUGINS := $(notdir $(patsubst %/main.go,%,$(wildcard plugins/*/main.go)))
 TOOLS   := cditool cdi-bridge
 
-.PHONY: all build install test lint bench demo image manifests clean help kube-apiserver kube-controllers node-bins e2e prereqs
+.PHONY: all build install test test-short lint bench demo image manifests clean help kube-apiserver kube-controllers node-bins e2e prereqs
 
 # A pipeline fails when any of its commands does: go build's status is not
 # lost in the pipe that thins its output.
@@ -26,6 +26,9 @@ help:
 	@echo "make test           prerequisites checked, vet, every test with the race detector (main module, then $(E2E)),"
 	@echo "                    then make e2e, each run summarised by gotestsum; ends with the skipped tests and why,"
 	@echo "                    and one line counting every run's tests, failed and skipped"
+	@echo "make test-short     the quick run: the main module's tests with -short and no race detector, which skip what"
+	@echo "                    needs Kubernetes programs, helm, make demo or root; nothing of Kubernetes is built"
+	@echo "                    (minutes on a cold build cache). make test is the full suite, and what CI runs"
 	@echo "make prereqs        say which programs the tests need are missing, and how to get them"
 	@echo "make e2e            a real node (etcd, kube-apiserver, kubelet, scheduler, controller-manager, containerd, runc):"
 	@echo "                    the shipped DaemonSet as a pod, and pods getting the bridge's devices (root)"
@@ -175,6 +178,31 @@ test: prereqs kube-apiserver kube-controllers
 	@$(MAKE) --no-print-directory e2e TESTJSON=$(TESTJSON)
 	@echo "all runs:"
 	@$(GO) run $(GOTESTSUM) --format none --hide-summary failed,errors --raw-command -- cat $(TESTJSON)/*.json
+
+# The quick run, for a first look and between edits: the main module's
+# tests with -short and without the race detector, summarised as make
+# test's are. -short skips, saying why, every test that needs a
+# kube-apiserver, the scheduler and controller-manager, helm (built from
+# the module proxy), the previous release's bridge or make demo, even
+# where CI is set, so that nothing of Kubernetes is built; a test that
+# needs root (a full tmpfs) runs as root and skips otherwise. bridge/e2e
+# (the kubelet's device manager, the real node) is make test's alone. A
+# package has make test's 30 minutes, for the same reason: on a cold
+# build cache, the packages whose TestMain builds cdi-bridge and the
+# plugins compile them beside the other packages' tests. CGO_ENABLED=0,
+# as those builds have it (exectest), so that the tests and the binaries
+# they build share every compiled package: with cgo, gRPC and client-go
+# are compiled twice (the race detector, which needs cgo, is make test's).
+test-short:
+	@mkdir -p $(TESTJSON) && rm -f $(TESTJSON)/short.json
+	@echo "the main module's tests with -short (a first run compiles the tests and what they build, gRPC and client-go among them: $(FIRST_TEST_SHORT); seconds of compiling after)"
+	CGO_ENABLED=0 $(GO) run $(GOTESTSUM) $(GOTESTSUM_RUN) --jsonfile $(TESTJSON)/short.json \
+		--raw-command -- $(GO) test -json -short -count=1 -timeout=30m ./...
+	@$(GO) run $(GOTESTSUM) --format none --hide-summary failed,errors --raw-command -- cat $(TESTJSON)/short.json
+
+# How long the first quick run took on the project's machines
+# (DEVELOPING.md), said before it starts.
+FIRST_TEST_SHORT := about 12 minutes on 2 cores
 
 # gotestsum at a pinned version, run from the module proxy as staticcheck
 # is. A run's skipped tests wait for the last summary, which has them all.
