@@ -43,8 +43,8 @@ help:
 	@echo "                    size the bridge's parts); then, on the real node (root), pod start through DRA"
 	@echo "                    against the device plugins (PODSTART=\"-podstart-rounds 50\"); the Instance store's soak"
 	@echo "                    runs for SOAK (10m; make test runs it for a minute)"
-	@echo "make demo           build, install into a temporary prefix and walk through the protocol"
-	@echo "make manifests      the kustomize layout in bridge/deploy, from its Helm chart (bridge/deploy/chart)"
+	@echo "make demo           build, install into a temporary prefix and walk through the protocol (minutes the first time)"
+	@echo "make manifests      the kustomize layout in bridge/deploy, from its Helm chart (bridge/deploy/chart); builds helm the first time"
 	@echo "make image          the bridge's multi-arch image as an OCI layout, bin/cdi-bridge-image.tar (IMAGE=name:tag, ARCHES=\"amd64 arm64\")"
 	@echo "make clean          remove bin/"
 
@@ -57,11 +57,14 @@ help:
 # tests' plugins, the benchmarks. plugins/exectest's TestBuildIsShipped
 # builds a plugin with this target (BIN and BINARIES are for it: bin/ and
 # every binary unless told) and as the tests do, and compares the two.
+# A first build downloads the modules and compiles gRPC, client-go and the
+# DRA library for cdi-bridge: it says so, and shows its progress (THIN).
 BIN      := bin
 BINARIES := $(addprefix ./plugins/,$(PLUGINS)) ./spec/cmd/cditool ./bridge/cmd/cdi-bridge
 build:
 	@mkdir -p $(BIN)
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-s -buildvcs=auto -o $(BIN)/ $(BINARIES)
+	@echo "building the plugins and tools into $(BIN)/ (a first build downloads the modules and compiles about 1,000 packages: $(FIRST_BUILD); seconds after)"
+	CGO_ENABLED=0 $(GO) build -v -trimpath -ldflags=-s -buildvcs=auto -o $(BIN)/ $(BINARIES) 2>&1 | $(THIN)
 
 # Only the drop-ins conf.d/node-defaults.list names, as in the image: the
 # others are examples (the host's virtual consoles, example cameras).
@@ -95,8 +98,10 @@ kube-apiserver:
 
 # go build -v names each package it compiles, none on a warm cache: a long
 # build shows every 100th with the count so far, and a line that is not a
-# package's name (a compiler's error) in full.
-THIN := awk '/[ :]/ { print; next } ++n % 100 == 0 { print "  " n " packages compiled, now " $$0 }'
+# package's name (a compiler's error, go: downloading) in full. Each line
+# is flushed as it is printed: into a pipe or a CI log, awk would hold
+# them all until the build ends.
+THIN := awk '/[ :]/ { print; fflush(); next } ++n % 100 == 0 { print "  " n " packages compiled, now " $$0; fflush() }'
 
 # The programs the tests run, each as program:its Debian package (what
 # .ci/run installs). etcd backs every Kubernetes test's kube-apiserver; jq
@@ -200,8 +205,9 @@ test-short:
 		--raw-command -- $(GO) test -json -short -count=1 -timeout=30m ./...
 	@$(GO) run $(GOTESTSUM) --format none --hide-summary failed,errors --raw-command -- cat $(TESTJSON)/short.json
 
-# How long the first quick run took on the project's machines
-# (DEVELOPING.md), said before it starts.
+# How long the first build and the first quick run took on the project's
+# machines (DEVELOPING.md), said before they start.
+FIRST_BUILD      := about 7 minutes on 2 cores
 FIRST_TEST_SHORT := about 12 minutes on 2 cores
 
 # gotestsum at a pinned version, run from the module proxy as staticcheck
@@ -288,8 +294,13 @@ image:
 
 # The chart's templates are the source of bridge/deploy's manifests; its
 # tests fail when these files differ from what the chart renders. Helm is
-# pinned in bridge/deploy/internal/helmchart and run from the module proxy.
+# pinned in bridge/deploy/internal/helmchart and run from the module proxy:
+# it is built here first, with its progress shown, rather than silently
+# inside gen-kustomize's run of it.
+HELM := $(shell sed -n 's/^const Helm = "\(.*\)"$$/\1/p' bridge/deploy/internal/helmchart/helmchart.go)
 manifests:
+	@echo "building $(HELM) (the first time only: about 5 minutes on 2 cores)"
+	@SECONDS=0; $(GO) run -v $(HELM) version 2>&1 >/dev/null | $(THIN) && echo "helm ready in $${SECONDS}s"
 	$(GO) run ./bridge/deploy/gen-kustomize -deploy bridge/deploy
 
 clean:
