@@ -194,15 +194,16 @@ test: prereqs kube-apiserver kube-controllers
 # (the kubelet's device manager, the real node) is make test's alone. A
 # package has make test's 30 minutes, for the same reason: on a cold
 # build cache, the packages whose TestMain builds cdi-bridge and the
-# plugins compile them beside the other packages' tests. CGO_ENABLED=0,
-# as those builds have it (exectest), so that the tests and the binaries
-# they build share every compiled package: with cgo, gRPC and client-go
-# are compiled twice (the race detector, which needs cgo, is make test's).
+# plugins compile them beside the other packages' tests. CGO_ENABLED=0
+# and -trimpath, as those binaries are built (internal/gobuild), so that
+# the tests and the binaries they build share every compiled package:
+# otherwise gRPC and client-go are compiled twice (the race detector,
+# which needs cgo, is make test's).
 test-short:
 	@mkdir -p $(TESTJSON) && rm -f $(TESTJSON)/short.json
 	@echo "the main module's tests with -short (a first run compiles the tests and what they build, gRPC and client-go among them: $(FIRST_TEST_SHORT); seconds of compiling after)"
 	CGO_ENABLED=0 $(GO) run $(GOTESTSUM) $(GOTESTSUM_RUN) --jsonfile $(TESTJSON)/short.json \
-		--raw-command -- $(GO) test -json -short -count=1 -timeout=30m ./...
+		--raw-command -- $(GO) test -json -short -trimpath -count=1 -timeout=30m ./...
 	@$(GO) run $(GOTESTSUM) --format none --hide-summary failed,errors --raw-command -- cat $(TESTJSON)/short.json
 
 # How long the first build and the first quick run took on the project's
