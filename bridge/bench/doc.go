@@ -67,10 +67,10 @@
 // publishing against an etcd and kube-apiserver of its own: a discovery
 // of -dra-devices devices (1,000) in one pool, through
 // dradevices.Resources, published by the library's ResourceSlice
-// controller with a Node owner, started as kubeletplugin's first
-// PublishResources starts it; then republished (Controller.Update) after
-// one device's property changes, and after the same device turns
-// unhealthy. The floor, interleaved with it step by step, is the same
+// controller with a Node owner as the bridge runs it (dra.NodeSlices,
+// started with the subject as the front end starts it, before the first
+// publish); then republished after one device's property changes, and
+// after the same device turns unhealthy (tainted in its slice). The floor, interleaved with it step by step, is the same
 // slices written with the typed client alone: a create each, then one
 // update of the slice that holds the changed device. Each step is timed
 // from the call until a watch of the node's slices shows the pool's

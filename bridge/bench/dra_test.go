@@ -66,6 +66,9 @@ type draRun struct {
 	// load is the machine's load average over the last minute, as
 	// /proc/loadavg says, before the first round and after the last.
 	load [2]string
+	// ahead is, each round, how long before its first publish the
+	// library's controller was started, with its front end.
+	ahead []time.Duration
 }
 
 // draSubjectName is the table's name of subject i: the library first,
@@ -178,6 +181,9 @@ func (run *draRun) round(ctx context.Context, cfg *rest.Config, admin kubernetes
 				return fmt.Errorf("%s, %s: %w", draSubjectName(i), st.name, err)
 			}
 			run.samples[i][step] = append(run.samples[i][step], x)
+			if step == 0 && s.lib != nil {
+				run.ahead = append(run.ahead, s.lib.first.Sub(s.lib.started))
+			}
 			if step == 0 && r == 0 {
 				if run.size[i], err = s.watch.size(); err != nil {
 					return err
@@ -211,7 +217,7 @@ func newDRASubject(ctx context.Context, cfg *rest.Config, admin kubernetes.Inter
 		return nil, errors.Join(fmt.Errorf("kubernetes client: %w", err), s.close(ctx, admin))
 	}
 	if library {
-		s.lib = &libraryPublisher{client: client, node: node}
+		s.lib = startLibraryPublisher(ctx, client, node)
 		s.pub = s.lib
 	} else {
 		s.pub = &floorPublisher{client: client, node: n}
@@ -249,7 +255,7 @@ func (s *draSubject) measure(ctx context.Context, pools []discovery.Pool) (draSa
 }
 
 func (s *draSubject) ctrlStats() resourceslice.Stats {
-	if s.lib == nil || s.lib.ctrl == nil {
+	if s.lib == nil {
 		return resourceslice.Stats{}
 	}
 	return s.lib.stats()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -17,6 +18,7 @@ import (
 	"github.com/cdiexec/cdi/bridge/discovery"
 	"github.com/cdiexec/cdi/bridge/dra"
 	"github.com/cdiexec/cdi/bridge/dradevices"
+	"github.com/cdiexec/cdi/bridge/instance/kube"
 )
 
 // draDriver is the driver name the slices are published under: the
@@ -36,42 +38,44 @@ type publisher interface {
 	stop() error
 }
 
-// countedClient is a client with the bridge's own settings (client-go's
-// default rate limit, JSON) whose requests c counts.
+// countedClient is a client with the bridge's own settings (its rate
+// limit, JSON) whose requests c counts.
 func countedClient(cfg *rest.Config, agent string, c *requestCounter) (kubernetes.Interface, error) {
 	cfg = rest.CopyConfig(cfg)
-	cfg.QPS, cfg.Burst = 0, 0 // client-go's defaults, as the bridge's client has
+	cfg.QPS, cfg.Burst = kube.ClientQPS, kube.ClientBurst // as cdi-bridge sets its client's
 	cfg.UserAgent = agent
 	cfg.Wrap(c.wrap)
 	return kubernetes.NewForConfig(cfg)
 }
 
-// libraryPublisher is what the bridge does: the first publish starts the
-// library's ResourceSlice controller with a Node owner, as
-// kubeletplugin.Helper.PublishResources does, and each later one is an
-// Update of it.
+// libraryPublisher is what the bridge does: the library's ResourceSlice
+// controller with a Node owner, started when the DRA front end starts
+// (dra.StartNodeSlices, as drafront.Start starts it), before the first
+// publish, which, as each later one, is an Update of it.
 type libraryPublisher struct {
-	client kubernetes.Interface
-	node   string
-	ctrl   *resourceslice.Controller
+	node    string
+	slices  *dra.NodeSlices
+	started time.Time // when the front end started the controller
+	first   time.Time // the first publish
 
 	mu   sync.Mutex
 	errs []error // the controller's, through its ErrorHandler
 }
 
-func (l *libraryPublisher) publish(ctx context.Context, pools []discovery.Pool) ([]resourceslice.Slice, error) {
-	res := dradevices.Resources(l.node, pools)
-	if l.ctrl != nil {
-		l.ctrl.Update(&res)
-		return res.Pools[dradevices.PoolName(l.node, draPool)].Slices, nil
+// startLibraryPublisher starts node's controller, running until stop, as
+// the bridge's front end starts it; ctx is the whole run's.
+func startLibraryPublisher(ctx context.Context, client kubernetes.Interface, node string) *libraryPublisher {
+	l := &libraryPublisher{node: node, started: time.Now()}
+	l.slices = dra.StartNodeSlices(ctx, draDriver, node, client, l.handleError)
+	return l
+}
+
+func (l *libraryPublisher) publish(_ context.Context, pools []discovery.Pool) ([]resourceslice.Slice, error) {
+	if l.first.IsZero() {
+		l.first = time.Now()
 	}
-	// ctx is the whole run's: the controller runs until stop, as the
-	// helper's runs until the plugin stops.
-	ctrl, err := resourceslice.StartController(ctx, dra.NodeSliceOptions(draDriver, l.node, l.client, &res, l.handleError))
-	if err != nil {
-		return nil, fmt.Errorf("starting the ResourceSlice controller: %w", err)
-	}
-	l.ctrl = ctrl
+	res := dradevices.Resources(draDriver, l.node, pools, nil)
+	l.slices.Publish(res)
 	return res.Pools[dradevices.PoolName(l.node, draPool)].Slices, nil
 }
 
@@ -83,16 +87,16 @@ func (l *libraryPublisher) handleError(_ context.Context, err error, msg string)
 
 // stop stops the controller and returns what it reported: a publish the
 // controller had to retry, or whose fields the API dropped, is not the
-// publish measured. A controller never started is no error.
+// publish measured.
 func (l *libraryPublisher) stop() error {
-	l.ctrl.Stop() // nil-safe
+	l.slices.Stop()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return errors.Join(l.errs...)
 }
 
 // stats are the controller's own counts of its writes.
-func (l *libraryPublisher) stats() resourceslice.Stats { return l.ctrl.GetStats() }
+func (l *libraryPublisher) stats() resourceslice.Stats { return l.slices.Stats() }
 
 // floorPublisher writes the same slices with the typed client and
 // nothing else: a create for each slice, named and owned as the library
@@ -106,7 +110,7 @@ type floorPublisher struct {
 }
 
 func (f *floorPublisher) publish(ctx context.Context, pools []discovery.Pool) ([]resourceslice.Slice, error) {
-	desired := dradevices.Resources(f.node.Name, pools).Pools[dradevices.PoolName(f.node.Name, draPool)].Slices
+	desired := dradevices.Resources(draDriver, f.node.Name, pools, nil).Pools[dradevices.PoolName(f.node.Name, draPool)].Slices
 	if f.stored == nil {
 		return desired, f.create(ctx, desired)
 	}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"k8s.io/dynamic-resource-allocation/resourceslice"
+
+	"github.com/cdiexec/cdi/bridge/instance/kube"
 )
 
 // draFigures are one subject's medians over the rounds of one step.
@@ -100,13 +102,16 @@ func (run *draRun) printNotes(w io.Writer) {
 		fmt.Fprintf(w, "stored after the publish, %s: %d slices, %s KB as JSON (largest %s KB), %s KB as protobuf\n",
 			draSubjectName(i), z.slices, kb(int64(z.json)), kb(int64(z.maxJSON)), kb(int64(z.proto)))
 	}
-	fmt.Fprintln(w, "Library: resourceslice.StartController with the bridge's options (bridge/dra.NodeSliceOptions: a Node owner) and")
-	fmt.Fprintln(w, "the first slices, as the bridge's first publish does (\"the call\" includes its wait for its informer); then")
-	fmt.Fprintln(w, "Controller.Update. Floor: the same slices created one by one with the typed client; for a change, one update")
-	fmt.Fprintf(w, "of the slice that holds the device, in place. The change is to device %d (the first slice); the unhealthy device leaves the pool.\n", draChanged)
+	fmt.Fprintln(w, "Library: the bridge's dra.NodeSlices: resourceslice.StartController with the bridge's options (a Node owner),")
+	fmt.Fprintf(w, "started with the subject, as the DRA front end starts it, %s ms (median) before the first publish; its worker held\n", ms(percentile(run.ahead, 50)))
+	fmt.Fprintln(w, "back until that publish, which, as each later one, is Controller.Update (\"the call\"); the controller's start returns")
+	fmt.Fprintln(w, "only once its informer has synced, which it checks once a second. Floor: the same slices created one by one with")
+	fmt.Fprintln(w, "the typed client; for a change, one update of the slice that holds the device, in place. The change is to device")
+	fmt.Fprintf(w, "%d (the second slice); the unhealthy device stays in its slice, tainted.\n", draChanged)
 	fmt.Fprintln(w, "\"Until the API showed it\": from the call until a watch of the node's slices (another client) showed the pool's newest")
 	fmt.Fprintln(w, "generation complete with the wanted devices. Requests, writes and bytes: the publisher's client at its transport")
-	fmt.Fprintf(w, "(JSON, client-go's default rate limit, as the bridge's), up to %v after the API showed the step; sent = request\n", draSettle)
+	fmt.Fprintf(w, "(JSON, the bridge's rate limit of %d requests a second, burst %d), up to %v after the API showed the step;\n", kube.ClientQPS, kube.ClientBurst, draSettle)
+	fmt.Fprint(w, "sent = request ")
 	fmt.Fprintln(w, "bodies, received = response bodies read (the library's informer's watch included). Target: a change to one")
 	fmt.Fprintln(w, "device rewrites one slice.")
 }

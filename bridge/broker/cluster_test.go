@@ -476,7 +476,7 @@ func testDRA(t *testing.T, h *harness) {
 	h.CreateExamples(t)
 	pool := discovery.Pool{Name: "tty-generic", Resource: "tty", Devices: []spec.DeviceInfo{
 		{ID: "tty13", Resource: "tty", Healthy: true, Capacity: 1}, {ID: "tty14", Resource: "tty", Healthy: true, Capacity: 1}}}
-	res := dradevices.Resources(clusterNode, []discovery.Pool{pool})
+	res := dradevices.Resources("cdi.local", clusterNode, []discovery.Pool{pool}, nil)
 	for name, p := range res.Pools {
 		s := &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{GenerateName: "n1-"}, Spec: resourceapi.ResourceSliceSpec{
 			Driver: "cdi.local", NodeName: ptr.To(clusterNode), Devices: p.Slices[0].Devices,

@@ -1,10 +1,16 @@
 // Package dra is the bridge's DRA front end toward the kubelet: it starts
 // a kubelet plugin (k8s.io/dynamic-resource-allocation/kubeletplugin)
-// that registers with the kubelet, publishes ResourceSlices and answers
-// NodePrepareResources and NodeUnprepareResources by calling Devices.
+// that registers with the kubelet, publishes ResourceSlices (NodeSlices,
+// whose controller its caller may start before the driver), answers
+// NodePrepareResources and NodeUnprepareResources by calling Devices, and
+// serves the kubelet's device health stream (DRAResourceHealth, v1 and
+// v1alpha1) from the list the device side last reported
+// (Driver.ReportHealth), sent again every HealthResend so that the
+// kubelet never takes a device's health for Unknown while the bridge
+// runs.
 //
 // What a device is and how a claim is prepared is not here but behind
 // the Devices interface (bridge/dradevices implements it over the exec
 // plugins); Publisher is the other seam, through which the device side
-// publishes. Package dratest has fakes of both.
+// publishes slices and health. Package dratest has fakes of both.
 package dra

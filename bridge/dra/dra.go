@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync"
-	"time"
 
 	"github.com/go-logr/logr"
 	resourceapi "k8s.io/api/resource/v1"
@@ -17,7 +15,6 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 )
 
 // Device is one device a prepared claim gives its containers.
@@ -44,9 +41,13 @@ type Devices interface {
 	Unprepare(ctx context.Context, uid types.UID) error
 }
 
-// Publisher publishes this node's ResourceSlices; a *Driver is one.
+// Publisher publishes this node's ResourceSlices, and tells the kubelet
+// its devices' health; a *Driver is one.
 type Publisher interface {
 	PublishResources(ctx context.Context, resources resourceslice.DriverResources) error
+	// ReportHealth replaces the health of every device the kubelet is
+	// told of with devices.
+	ReportHealth(devices []DeviceHealth)
 }
 
 // Config is what Start needs.
@@ -67,38 +68,20 @@ type Config struct {
 	// recover from (its gRPC server failed); the bridge then stops, and
 	// its DaemonSet restarts it.
 	OnFatal func(error)
+	// Slices, if set, publishes the node's slices: a NodeSlices started
+	// earlier (StartNodeSlices), so that its start runs beside what the
+	// caller does before the driver's; nil starts one with the driver.
+	// Stop stops it either way.
+	Slices *NodeSlices
 }
 
 // Driver is a running kubelet plugin.
 type Driver struct {
 	helper *kubeletplugin.Helper
-	// ctx is Start's, with the library's logger: the slice controller
-	// runs until it ends, or until Stop.
-	ctx     context.Context
-	node    string
-	driver  string
-	client  kubernetes.Interface
-	onError func(context.Context, error, string)
-	reg     *registration
-	mu      sync.Mutex
-	slices  *resourceslice.Controller // nil before the first publish
+	slices *NodeSlices
+	health *healthFeed
+	reg    *registration
 }
-
-// How the node's ResourceSlices are kept. The kubelet deletes every
-// ResourceSlice of its node when it starts (Kubernetes 1.36: no driver
-// has registered yet); the library's defaults then publish them again
-// 30 s after the deletion (its sync delay), or a minute after they were
-// created if that is later (its mutation cache keeps a slice it created
-// for a minute and takes it for still there). A node then offers nothing
-// to the scheduler for that long after every kubelet restart. Here a
-// deleted slice is written again SliceSyncDelay after the deletion is
-// seen. The cache is what keeps a second slice from being created while
-// the informer has not yet seen the first; the API server's watch
-// delivers a node's few slices in well under its TTL.
-const (
-	SliceSyncDelay = time.Second
-	SliceCacheTTL  = 5 * time.Second
-)
 
 var _ Publisher = (*Driver)(nil)
 
@@ -106,8 +89,10 @@ var _ Publisher = (*Driver)(nil)
 var ErrConfig = errors.New("DRA driver configuration")
 
 // Start registers the driver with the kubelet and serves it until ctx
-// ends or Stop is called. The kubelet-plugin library logs through klog;
-// its lines go to cfg.Logger.
+// ends or Stop is called, and starts the controller of the node's
+// ResourceSlices (NodeSlices, unless cfg.Slices is one), which publishes
+// nothing before the first PublishResources. The kubelet-plugin library logs through klog; its
+// lines go to cfg.Logger.
 func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	if cfg.DriverName == "" || cfg.NodeName == "" || cfg.Client == nil || cfg.Devices == nil {
 		return nil, fmt.Errorf("%w: driver name, node name, client and devices are all needed", ErrConfig)
@@ -136,49 +121,29 @@ func Start(ctx context.Context, cfg Config) (*Driver, error) {
 	}
 	reg := &registration{}
 	opts = append(opts, kubeletplugin.GRPCInterceptor(reg.observe))
-	p := &plugin{devices: cfg.Devices, log: log, onFatal: cfg.OnFatal}
+	p := &plugin{devices: cfg.Devices, log: log, onFatal: cfg.OnFatal, health: newHealthFeed()}
 	h, err := kubeletplugin.Start(ctx, p, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("starting the DRA kubelet plugin %s: %w", cfg.DriverName, err)
 	}
-	return &Driver{helper: h, ctx: ctx, node: cfg.NodeName, driver: cfg.DriverName, client: cfg.Client,
-		onError: p.publishError, reg: reg}, nil
+	slices := cfg.Slices
+	if slices == nil {
+		slices = StartNodeSlices(ctx, cfg.DriverName, cfg.NodeName, cfg.Client, p.publishError)
+	}
+	return &Driver{helper: h, slices: slices, health: p.health, reg: reg}, nil
 }
 
-// PublishResources hands the node's slices to the slice controller,
-// which writes them in the background; the first call starts it. It is
-// the library's controller with the Node as owner, as
-// kubeletplugin.Helper.PublishResources starts it, but with
-// SliceSyncDelay and SliceCacheTTL, which the Helper does not let a
-// driver set.
+// PublishResources hands the node's slices to the slice controller
+// (NodeSlices.Publish), which writes them in the background.
 func (d *Driver) PublishResources(_ context.Context, resources resourceslice.DriverResources) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	res := &resourceslice.DriverResources{Pools: resources.Pools}
-	if d.slices != nil {
-		d.slices.Update(res)
-		return nil
-	}
-	c, err := resourceslice.StartController(d.ctx, NodeSliceOptions(d.driver, d.node, d.client, res, d.onError))
-	if err != nil {
-		return fmt.Errorf("starting the ResourceSlice controller: %w", err)
-	}
-	d.slices = c
+	d.slices.Publish(resources)
 	return nil
 }
 
-// NodeSliceOptions are the options of the controller that publishes
-// node's slices res of driver: the Node its owner, as
-// kubeletplugin.Helper has it, with SliceSyncDelay and SliceCacheTTL.
-// onError is told of every error, all of which it retries.
-func NodeSliceOptions(driver, node string, client kubernetes.Interface, res *resourceslice.DriverResources,
-	onError func(context.Context, error, string)) resourceslice.Options {
-	return resourceslice.Options{
-		DriverName: driver, KubeClient: client, Resources: res,
-		Owner:     &resourceslice.Owner{APIVersion: "v1", Kind: "Node", Name: node},
-		SyncDelay: ptr.To(SliceSyncDelay), MutationCacheTTL: ptr.To(SliceCacheTTL), ErrorHandler: onError,
-	}
-}
+// ReportHealth makes devices the complete list of the driver's devices'
+// health, which the kubelet's health stream sends at once, and again
+// every HealthResend until the next report.
+func (d *Driver) ReportHealth(devices []DeviceHealth) { d.health.set(devices) }
 
 // ErrNotRegistered is wrapped by Registered's error until the kubelet has
 // registered the driver.
@@ -193,9 +158,5 @@ func (d *Driver) Registered() error { return d.reg.err() }
 // stay: a bridge restarting must not make the scheduler see no devices.
 func (d *Driver) Stop() {
 	d.helper.Stop()
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.slices != nil {
-		d.slices.Stop()
-	}
+	d.slices.Stop()
 }

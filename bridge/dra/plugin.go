@@ -16,6 +16,7 @@ type plugin struct {
 	devices Devices
 	log     *slog.Logger
 	onFatal func(error)
+	health  *healthFeed
 }
 
 var _ kubeletplugin.DRAPlugin = (*plugin)(nil)
@@ -59,11 +60,12 @@ func (p *plugin) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 	return out, nil
 }
 
-// WatchHealthStatus says that device health is not reported through DRA:
-// the helper then tells the kubelet so, and health reaches the scheduler
-// through the ResourceSlices alone.
-func (p *plugin) WatchHealthStatus(context.Context, chan<- kubeletplugin.DeviceHealthReport) error {
-	return kubeletplugin.ErrHealthNotSupported
+// WatchHealthStatus is one of the kubelet's health streams (the library
+// serves it as DRAResourceHealth v1 and v1alpha1): the complete list the
+// driver last reported (Driver.ReportHealth), sent at once, whenever it
+// changes, and every HealthResend, until the kubelet ends the stream.
+func (p *plugin) WatchHealthStatus(ctx context.Context, reports chan<- kubeletplugin.DeviceHealthReport) error {
+	return p.health.watch(ctx, reports, HealthResend)
 }
 
 // HandleError logs what the library met in the background. Publishing

@@ -41,7 +41,14 @@ type cluster struct{ *schedtest.Cluster }
 // that takes pods and the DeviceClasses of the driver's devices.
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
-	c := &cluster{schedtest.Start(t, func() *apitest.Env { return apitest.Start(t, apitest.Options{}) })}
+	return startClusterWith(t, schedtest.ClaimControllers)
+}
+
+// startClusterWith is startCluster with the controller-manager running
+// controllers.
+func startClusterWith(t *testing.T, controllers string) *cluster {
+	t.Helper()
+	c := &cluster{schedtest.StartWith(t, func() *apitest.Env { return apitest.Start(t, apitest.Options{}) }, controllers)}
 	c.CreateNode(t, clusterNode, map[string]string{corev1.LabelHostname: clusterNode})
 	c.CreateExamples(t)
 	return c
@@ -132,9 +139,9 @@ func kubeletClient(t *testing.T, pluginDir string) drapbv1.DRAPluginClient {
 	return drapbv1.NewDRAPluginClient(conn)
 }
 
-// startDriver runs the kubelet plugin over r's Preparer until the
-// returned stop; its socket is under dir.
-func (r *rig) startDriver(t *testing.T, client kubernetes.Interface, dir string) (stop func()) {
+// startDriver runs the kubelet plugin over r's Preparer, r's pools
+// published, until the returned stop; its socket is under dir.
+func (r *rig) startDriver(t *testing.T, client kubernetes.Interface, dir string) (d *dra.Driver, stop func()) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Join(dir, "registry"), 0o700); err != nil {
 		t.Fatal(err)
@@ -146,10 +153,10 @@ func (r *rig) startDriver(t *testing.T, client kubernetes.Interface, dir string)
 		cancel()
 		t.Fatal(err)
 	}
-	if err := d.PublishResources(ctx, Resources(clusterNode, r.pools)); err != nil {
+	if err := d.PublishResources(ctx, Resources("cdi.local", clusterNode, r.pools, nil)); err != nil {
 		t.Fatal(err)
 	}
-	return func() { cancel(); d.Stop() }
+	return d, func() { cancel(); d.Stop() }
 }
 
 // The slices published from a real plugin's INFO reach a real scheduler,
@@ -160,7 +167,7 @@ func TestClusterAllocatesPreparesAndUnprepares(t *testing.T) {
 	c := startCluster(t)
 	r := newRig(t, 1, withGPUs) // four terminals, one slot each; four GPUs
 	dir := kubelettest.SocketDir(t, "dra")
-	stop := r.startDriver(t, c.Client, dir)
+	_, stop := r.startDriver(t, c.Client, dir)
 	defer func() { stop() }()
 	ctx := t.Context()
 	c.waitSlices(t, "n/tty-generic", "tty", 4)
@@ -236,7 +243,7 @@ func TestClusterAllocatesPreparesAndUnprepares(t *testing.T) {
 	// kubelet plugin on the socket.
 	stop()
 	r.p = r.preparer(t)
-	stop = r.startDriver(t, c.Client, dir)
+	_, stop = r.startDriver(t, c.Client, dir)
 	kubelet = kubeletClient(t, filepath.Join(dir, "plugin"))
 	unprep, err := kubelet.NodeUnprepareResources(ctx, &drapbv1.NodeUnprepareResourcesRequest{Claims: ref})
 	if err != nil || unprep.Claims[string(claim.UID)] == nil || unprep.Claims[string(claim.UID)].Error != "" {

@@ -314,11 +314,7 @@ func (p *Preparer) devices(rec Claim, s *specs.Spec) []dra.Device {
 	}
 	out := make([]dra.Device, 0, len(rec.Devices))
 	for _, d := range rec.Devices {
-		pool := PoolName(p.Node, d.Pool)
-		if d.Shared {
-			pool = SharedPoolName(d.Pool)
-		}
-		dev := dra.Device{Requests: []string{d.Request}, Pool: pool, Name: d.Device, ShareID: d.ShareID}
+		dev := dra.Device{Requests: []string{d.Request}, Pool: p.draPool(d.Pool, d.Shared), Name: d.Device, ShareID: d.ShareID}
 		if named[d.RequestID] {
 			dev.CDIIDs = []string{s.Kind + "=" + d.RequestID}
 		}

@@ -48,7 +48,7 @@ type Truth struct {
 //     caller's allocation. An allocation of the device plugins (the
 //     drop-in moved to DRA under running pods) is kept while a container
 //     holds its pool's device-plugin resources, and for the grace after
-//     (Sweep), its device left out of the slices (Offered).
+//     (Sweep), its device left out of the slices (Withheld).
 //
 // A claim that cannot be prepared is in the error, and the others go on.
 func (p *Preparer) Rebuild(ctx context.Context, t Truth) error {
@@ -352,26 +352,15 @@ func (p *Preparer) foreignOf(file string) *reclaim.Foreign {
 	return f
 }
 
-// Offered is pools as the slices offer them: a device the device
-// plugins' allocations hold (Rebuild, Sweep) is not healthy, so that it
-// is left out until it is released.
-func (p *Preparer) Offered(pools []discovery.Pool) []discovery.Pool {
+// Withheld is, by pool, the devices the device plugins' allocations hold
+// (Rebuild, Sweep): the slices leave them out until they are released
+// (Resources).
+func (p *Preparer) Withheld() map[string]map[string]bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make([]discovery.Pool, 0, len(pools))
-	for _, pl := range pools {
-		held := p.heldElsewhere[pl.Name]
-		if len(held) > 0 {
-			devs := make([]spec.DeviceInfo, len(pl.Devices))
-			copy(devs, pl.Devices)
-			for i := range devs {
-				if held[devs[i].ID] {
-					devs[i].Healthy = false
-				}
-			}
-			pl.Devices = devs
-		}
-		out = append(out, pl)
+	out := make(map[string]map[string]bool, len(p.heldElsewhere))
+	for pool, held := range p.heldElsewhere {
+		out[pool] = maps.Clone(held)
 	}
 	return out
 }

@@ -87,7 +87,7 @@ func TestRebuild(t *testing.T) {
 				t.Errorf("spec of %s there: %v, want %v", uid, ok, want)
 			}
 		}
-		if offered := r.p.Offered(r.pools); offered[0].Devices[3].Healthy {
+		if r.p.Withheld()["tty-generic"][ids[3].ID] != true {
 			t.Errorf("%s, which the device plugins' slot a container holds has, is offered", ids[3].ID)
 		}
 	})
@@ -98,7 +98,7 @@ func TestRebuild(t *testing.T) {
 		if got := r.sorted(t); got != "[kept-0 lost-0 rebooted-0]" {
 			t.Errorf("plugin allocations %s, want the claims'", got)
 		}
-		if offered := r.p.Offered(r.pools); !offered[0].Devices[3].Healthy {
+		if r.p.Withheld()["tty-generic"][ids[3].ID] {
 			t.Errorf("%s is not offered once its slot is released", ids[3].ID)
 		}
 	})

@@ -31,32 +31,39 @@ const (
 	CapacitySlots = "slots"
 )
 
-// Limits of the resource.k8s.io/v1 API that shape what is published.
+// Limits of the resource.k8s.io/v1 API that shape what is published. A
+// slice of which any device has a taint holds at most 64 devices, where
+// one without may hold 128; every device of a node's pool may be tainted
+// (TaintUnhealthy), so its slices hold 64. The shared pools' devices are
+// never tainted.
 const (
-	maxDevicesPerSlice  = resourceapi.ResourceSliceMaxDevices
-	maxAttrsPerDevice   = resourceapi.ResourceSliceMaxAttributesAndCapacitiesPerDevice
-	maxAttrStringLength = resourceapi.DeviceAttributeMaxValueLength
-	maxAttrNameLength   = resourceapi.DeviceMaxIDLength
+	maxDevicesPerSlice        = resourceapi.ResourceSliceMaxDevices
+	maxDevicesPerTaintedSlice = resourceapi.ResourceSliceMaxDevicesWithAdvancedFeatures
+	maxAttrsPerDevice         = resourceapi.ResourceSliceMaxAttributesAndCapacitiesPerDevice
+	maxAttrStringLength       = resourceapi.DeviceAttributeMaxValueLength
+	maxAttrNameLength         = resourceapi.DeviceMaxIDLength
 )
 
 // cIdentifier is what an attribute's name within a domain must be.
 var cIdentifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// Resources is what node publishes for pools: one DRA pool per pool of
-// the bridge (PoolName), its healthy devices in slices of at most 128.
+// Resources is what node publishes for pools as driver: one DRA pool
+// per pool of the bridge (PoolName), every device of it but those
+// withheld (by pool, the devices another front end's allocations hold:
+// Preparer.Withheld) in slices of at most 64, an unhealthy one with the
+// taint <driver>/unhealthy
+// (TaintUnhealthy), of the effect its drop-in asks for (NoSchedule unless
+// DropInSettings say NoExecute): the scheduler allocates it to no claim
+// that does not tolerate the taint, an operator sees it and why, and a
+// claim allocated before keeps its allocation (with NoExecute, its pod
+// is evicted). Its Prepare fails while the device is unhealthy (the
+// plugin refuses it).
 //
-// Left out, and so unallocatable:
-//   - an unhealthy device. The device leaves the slice rather than being
-//     tainted: device taints, though on by default at Kubernetes 1.36,
-//     halve the devices a slice may hold, and a NoExecute taint would
-//     evict pods the kubelet still runs happily; a claim already
-//     allocated keeps its allocation either way, and its Prepare fails
-//     (the plugin refuses an unhealthy device) until the device is back.
-//   - a shared device (a network camera every node sees): published by
-//     each node it would be allocated once per node, over its capacity.
-//     The elected bridge publishes it once for the cluster instead
-//     (SharedResources), from what every node's Presence says it sees.
-func Resources(node string, pools []discovery.Pool) resourceslice.DriverResources {
+// Left out: a shared device (a network camera every node sees). Published
+// by each node it would be allocated once per node, over its capacity.
+// The elected bridge publishes it once for the cluster instead
+// (SharedResources), from what every node's Presence says it sees.
+func Resources(driver, node string, pools []discovery.Pool, withheld map[string]map[string]bool) resourceslice.DriverResources {
 	out := resourceslice.DriverResources{Pools: make(map[string]resourceslice.Pool, len(pools))}
 	for _, p := range pools {
 		local := make([]spec.DeviceInfo, 0, len(p.Devices))
@@ -65,30 +72,35 @@ func Resources(node string, pools []discovery.Pool) resourceslice.DriverResource
 				local = append(local, d)
 			}
 		}
-		out.Pools[PoolName(node, p.Name)] = resourceslice.Pool{Slices: chunkInPlace(p, local)}
+		out.Pools[PoolName(node, p.Name)] = resourceslice.Pool{Slices: chunkInPlace(driver, p, local, withheld[p.Name])}
 	}
 	return out
 }
 
-// chunkInPlace splits devices into slices the API accepts, each slice holding
-// the healthy ones of its run of maxDevicesPerSlice devices. A device's
-// slice is decided by its place among all of them, healthy or not, so
-// that one device turning unhealthy (or healthy again) changes one
-// slice: packing the healthy ones instead moved every later device into
-// the slice before, and the publishing library, which keeps a pool's
-// generation only for a change of one slice, rewrote every slice of the
-// pool under a new generation (bridge/SCALING.md, "Through DRA"). A pool
-// with no device is one empty slice: "no devices" is news to the
-// scheduler, "no pool" would leave it the last slices it saw.
-func chunkInPlace(p discovery.Pool, devices []spec.DeviceInfo) []resourceslice.Slice {
+// chunkInPlace splits devices into slices the API accepts, each slice
+// holding its run of maxDevicesPerTaintedSlice devices but those
+// withheld, the unhealthy ones tainted. A device's slice is decided by
+// its place among all of them, so that one device turning unhealthy (or
+// healthy again, or withheld) changes one slice: the publishing library keeps a pool's generation only for a
+// change of one slice, and rewrites every slice of the pool under a new
+// generation for more (bridge/SCALING.md, "Through DRA"). A pool with no
+// device is one empty slice: "no devices" is news to the scheduler, "no
+// pool" would leave it the last slices it saw.
+func chunkInPlace(driver string, p discovery.Pool, devices []spec.DeviceInfo, withheld map[string]bool) []resourceslice.Slice {
+	set, _ := DropInSettings(p.Conf)
 	slices := []resourceslice.Slice{}
-	for start := 0; start == 0 || start < len(devices); start += maxDevicesPerSlice {
-		run := devices[start:min(start+maxDevicesPerSlice, len(devices))]
+	for start := 0; start == 0 || start < len(devices); start += maxDevicesPerTaintedSlice {
+		run := devices[start:min(start+maxDevicesPerTaintedSlice, len(devices))]
 		s := resourceslice.Slice{Devices: make([]resourceapi.Device, 0, len(run))}
 		for _, d := range run {
-			if d.Healthy {
-				s.Devices = append(s.Devices, Device(p, d))
+			if withheld[d.ID] {
+				continue
 			}
+			dev := Device(p, d)
+			if !d.Healthy {
+				dev.Taints = []resourceapi.DeviceTaint{UnhealthyTaint(driver, p, d, set.UnhealthyEffect)}
+			}
+			s.Devices = append(s.Devices, dev)
 		}
 		slices = append(slices, s)
 	}

@@ -1,12 +1,14 @@
 package dradevices
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	"github.com/cdiexec/cdi/bridge/discovery"
 	"github.com/cdiexec/cdi/spec"
@@ -20,22 +22,53 @@ func gpuPool(devs ...spec.DeviceInfo) discovery.Pool {
 
 func numa(n int) *int { return &n }
 
-func TestResourcesLeavesOutUnhealthyAndShared(t *testing.T) {
-	p := gpuPool(
-		spec.DeviceInfo{ID: "0000:01:00.0", Resource: "gpu", Healthy: true, Capacity: 1},
-		spec.DeviceInfo{ID: "0000:02:00.0", Resource: "gpu", Healthy: false, Capacity: 1},
-		spec.DeviceInfo{ID: "cam", Resource: "gpu", Healthy: true, Shared: true, Capacity: 1},
-	)
-	res := Resources("node-a", []discovery.Pool{p})
-	pool, ok := res.Pools["node-a/gpu-drm"]
-	if !ok || len(res.Pools) != 1 {
-		t.Fatalf("pools %v, want node-a/gpu-drm only", res.Pools)
-	}
-	if len(pool.Slices) != 1 || len(pool.Slices[0].Devices) != 1 {
-		t.Fatalf("slices %+v, want one with one device", pool.Slices)
-	}
-	if got := pool.Slices[0].Devices[0].Name; got != DeviceName("0000:01:00.0") {
-		t.Errorf("device %q, want the healthy one", got)
+// An unhealthy device stays, tainted <driver>/unhealthy with why and
+// its drop-in's effect; a shared one is left out.
+func TestResourcesTaintsUnhealthyLeavesOutShared(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		dra     string // the drop-in's "dra" member
+		infoErr error
+		effect  resourceapi.DeviceTaintEffect
+		why     string
+	}{
+		{"default", "", nil, resourceapi.DeviceTaintEffectNoSchedule, UnhealthyReported},
+		{"NoExecute", `{"unhealthyTaintEffect":"NoExecute"}`, nil, resourceapi.DeviceTaintEffectNoExecute, UnhealthyReported},
+		{"a misspelt effect", `{"unhealthyTaintEffect":"NoExec"}`, nil, resourceapi.DeviceTaintEffectNoSchedule, UnhealthyReported},
+		// A failed INFO says nothing of the devices: evicting every pod
+		// of the drop-in for it would be worse than the failure.
+		{"NoExecute, INFO failed", `{"unhealthyTaintEffect":"NoExecute"}`, errors.New("timed out"),
+			resourceapi.DeviceTaintEffectNoSchedule, UnhealthyInfoFailed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := gpuPool(
+				spec.DeviceInfo{ID: "0000:01:00.0", Resource: "gpu", Healthy: true, Capacity: 1},
+				spec.DeviceInfo{ID: "0000:02:00.0", Resource: "gpu", Healthy: false, Capacity: 1},
+				spec.DeviceInfo{ID: "cam", Resource: "gpu", Healthy: true, Shared: true, Capacity: 1},
+			)
+			if tc.dra != "" {
+				p.Conf.Bytes = []byte(`{"cdiVersion":"0.1.0","name":"n","type":"gpu","plugin":"drm","dra":` + tc.dra + `}`)
+			}
+			if tc.infoErr != nil { // the devices as INFO last listed them, all unhealthy
+				p.Err, p.Devices[0].Healthy = tc.infoErr, false
+			}
+			res := Resources("cdi.test", "node-a", []discovery.Pool{p}, nil)
+			pool, ok := res.Pools["node-a/gpu-drm"]
+			if !ok || len(res.Pools) != 1 {
+				t.Fatalf("pools %v, want node-a/gpu-drm only", res.Pools)
+			}
+			if len(pool.Slices) != 1 || len(pool.Slices[0].Devices) != 2 {
+				t.Fatalf("slices %+v, want one with the two devices of the node", pool.Slices)
+			}
+			healthy, sick := pool.Slices[0].Devices[0], pool.Slices[0].Devices[1]
+			if healthy.Name != DeviceName("0000:01:00.0") || (len(healthy.Taints) != 0) != (tc.infoErr != nil) {
+				t.Errorf("device %s, taints %v: want the first, untainted unless INFO failed", healthy.Name, healthy.Taints)
+			}
+			want := resourceapi.DeviceTaint{Key: "cdi.test/unhealthy", Value: tc.why, Effect: tc.effect}
+			if sick.Name != DeviceName("0000:02:00.0") || len(sick.Taints) != 1 || sick.Taints[0] != want {
+				t.Errorf("device %s, taints %+v: want the unhealthy one, tainted %+v", sick.Name, sick.Taints, want)
+			}
+		})
 	}
 }
 
@@ -46,15 +79,15 @@ func TestResourcesSlices(t *testing.T) {
 	}{
 		{0, []int{0}},
 		{1, []int{1}},
-		{128, []int{128}},
-		{300, []int{128, 128, 44}},
+		{64, []int{64}},
+		{300, []int{64, 64, 64, 64, 44}},
 	} {
 		t.Run(fmt.Sprint(tc.devices), func(t *testing.T) {
 			var devs []spec.DeviceInfo
 			for i := range tc.devices {
 				devs = append(devs, spec.DeviceInfo{ID: fmt.Sprintf("tty%d", i), Resource: "gpu", Healthy: true, Capacity: 1})
 			}
-			slices := Resources("n", []discovery.Pool{gpuPool(devs...)}).Pools["n/gpu-drm"].Slices
+			slices := Resources("cdi.test", "n", []discovery.Pool{gpuPool(devs...)}, nil).Pools["n/gpu-drm"].Slices
 			var got []int
 			for _, s := range slices {
 				got = append(got, len(s.Devices))
@@ -131,16 +164,18 @@ func TestCDIKindDefault(t *testing.T) {
 	}
 }
 
-// One device turning unhealthy changes its own slice only: the others
-// keep their devices, so the publisher rewrites one slice, not the pool.
+// One device turning unhealthy changes its own slice only, by its taint:
+// the others keep their devices, so the publisher rewrites one slice, not
+// the pool. Every slice stays within the API's limit for slices with
+// taints.
 func TestUnhealthyDeviceChangesOneSlice(t *testing.T) {
 	devs := make([]spec.DeviceInfo, 300)
 	for i := range devs {
 		devs[i] = spec.DeviceInfo{ID: fmt.Sprintf("tty%d", i), Resource: "gpu", Healthy: true, Capacity: 1}
 	}
-	before := Resources("n", []discovery.Pool{gpuPool(devs...)}).Pools["n/gpu-drm"].Slices
+	before := Resources("cdi.test", "n", []discovery.Pool{gpuPool(devs...)}, nil).Pools["n/gpu-drm"].Slices
 	devs[5].Healthy = false
-	after := Resources("n", []discovery.Pool{gpuPool(devs...)}).Pools["n/gpu-drm"].Slices
+	after := Resources("cdi.test", "n", []discovery.Pool{gpuPool(devs...)}, nil).Pools["n/gpu-drm"].Slices
 	if len(after) != len(before) {
 		t.Fatalf("%d slices after, %d before", len(after), len(before))
 	}
@@ -153,7 +188,40 @@ func TestUnhealthyDeviceChangesOneSlice(t *testing.T) {
 	if !slices.Equal(changed, []int{0}) {
 		t.Errorf("slices %v changed, want [0] only", changed)
 	}
-	if n := len(after[0].Devices); n != maxDevicesPerSlice-1 {
-		t.Errorf("the first slice holds %d devices, want %d", n, maxDevicesPerSlice-1)
+	for i, sl := range after {
+		if n := len(sl.Devices); n > resourceapi.ResourceSliceMaxDevicesWithAdvancedFeatures {
+			t.Errorf("slice %d holds %d devices, more than a slice with taints may", i, n)
+		}
 	}
+	if d := after[0].Devices[5]; d.Name != "tty5" || len(d.Taints) != 1 {
+		t.Errorf("device 5 of the first slice is %s with taints %v, want tty5 tainted", d.Name, d.Taints)
+	}
+}
+
+// A device another front end's allocations hold is left out, in its
+// place: its slice loses it, the others keep theirs.
+func TestResourcesLeavesOutWithheld(t *testing.T) {
+	devs := make([]spec.DeviceInfo, 100)
+	for i := range devs {
+		devs[i] = spec.DeviceInfo{ID: fmt.Sprintf("tty%d", i), Resource: "gpu", Healthy: true, Capacity: 1}
+	}
+	all := Resources("cdi.test", "n", []discovery.Pool{gpuPool(devs...)}, nil).Pools["n/gpu-drm"].Slices
+	held := map[string]map[string]bool{"gpu-drm": {"tty3": true}}
+	some := Resources("cdi.test", "n", []discovery.Pool{gpuPool(devs...)}, held).Pools["n/gpu-drm"].Slices
+	if len(all) != 2 || len(some) != 2 || len(some[0].Devices) != len(all[0].Devices)-1 || !reflect.DeepEqual(some[1], all[1]) {
+		t.Fatalf("slices of %v and %v devices, want the first one short", lens(some), lens(all))
+	}
+	for _, d := range some[0].Devices {
+		if d.Name == "tty3" {
+			t.Error("tty3, withheld, is published")
+		}
+	}
+}
+
+func lens(slices []resourceslice.Slice) []int {
+	var out []int
+	for _, s := range slices {
+		out = append(out, len(s.Devices))
+	}
+	return out
 }

@@ -9,12 +9,14 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
 
 	"github.com/cdiexec/cdi/bridge/cdispec"
 	"github.com/cdiexec/cdi/bridge/discovery"
 	"github.com/cdiexec/cdi/bridge/dra"
 	"github.com/cdiexec/cdi/bridge/dradevices"
 	"github.com/cdiexec/cdi/bridge/instance"
+	"github.com/cdiexec/cdi/bridge/metrics"
 	"github.com/cdiexec/cdi/bridge/reclaim"
 	"github.com/cdiexec/cdi/spec"
 )
@@ -54,6 +56,9 @@ type Config struct {
 	// OnFatal is dra.Config's: told of an error the kubelet plugin
 	// cannot recover from.
 	OnFatal func(error)
+	// OnClaim, if set, is told of every Prepare and Unprepare
+	// (dradevices.Observed).
+	OnClaim func(op, pool, reason string, took time.Duration)
 }
 
 // ErrConfig is wrapped by Start's error for a Config that lacks a field.
@@ -72,16 +77,25 @@ type FrontEnd struct {
 	log      *slog.Logger
 	// aside is the checkpoint Start set aside, nil if none.
 	aside *dradevices.SetAside
+	// slices is the controller of the node's slices, started by Start
+	// so that its start (a second: dra.NodeSlices) runs beside the first
+	// discovery and the rebuild; started is when.
+	slices  *dra.NodeSlices
+	started time.Time
 
-	// pools is the newest DRA pools, nil before the first discovery;
-	// wake and poolsChanged are told when they are set. publisher is
-	// the kubelet plugin, nil until it started (after Rebuild).
+	// pools is the newest DRA pools, nil before the first discovery,
+	// and discovered when they were set; wake and poolsChanged are told
+	// when they are set. publisher is the kubelet plugin, nil until it
+	// started (after Rebuild). published counts the devices of each pool
+	// last handed to it.
 	mu           sync.Mutex
 	pools        []discovery.Pool
+	discovered   time.Time
 	wake         chan struct{}
 	poolsChanged chan struct{}
 	publisher    dra.Publisher
 	registered   func() error
+	published    []metrics.DRAPool
 
 	// observed is the pools of which the store was last told shared
 	// devices are seen; the publishing goroutine's alone.
@@ -121,9 +135,15 @@ func Start(ctx context.Context, cfg Config) (*FrontEnd, error) {
 	}
 	cfg.Logger.Info("DRA front end", "driver", cfg.Driver, "checkpoint", cfg.Checkpoint, "prepared", len(ckpt.UIDs()))
 	f := &FrontEnd{cfg: cfg, node: cfg.NodeName, driver: cfg.Driver, client: cfg.Client, preparer: p, store: cfg.Store,
-		log: cfg.Logger, aside: aside, wake: make(chan struct{}, 1), poolsChanged: make(chan struct{}, 1)}
+		log: cfg.Logger, aside: aside, wake: make(chan struct{}, 1), poolsChanged: make(chan struct{}, 1), started: time.Now()}
+	f.slices = dra.StartNodeSlices(ctx, cfg.Driver, cfg.NodeName, cfg.Client, f.sliceError)
 	go f.run(ctx)
 	return f, nil
+}
+
+// sliceError logs what the slice controller met; it retries every error.
+func (f *FrontEnd) sliceError(_ context.Context, err error, msg string) {
+	f.log.Error("publishing the node's ResourceSlices: "+msg, "error", err)
 }
 
 // Holds says whether a prepared claim holds pool's device dev
@@ -144,18 +164,43 @@ func (f *FrontEnd) Registered() error {
 }
 
 // SetPools hands over a discovery's pools served through DRA (Split):
-// the preparer serves them at once, the publishing goroutine publishes
-// them.
+// the preparer serves them at once, the kubelet is told their devices'
+// health at once (once its plugin started), and the publishing goroutine
+// publishes them.
 func (f *FrontEnd) SetPools(pools []discovery.Pool) {
 	f.preparer.SetPools(pools)
 	if pools == nil {
 		pools = []discovery.Pool{} // discovered: none
 	}
+	for _, p := range pools {
+		if _, err := dradevices.DropInSettings(p.Conf); err != nil {
+			f.log.Error("serving the drop-in with the default DRA settings", "pool", p.Name, "error", err)
+		}
+	}
 	f.mu.Lock()
-	f.pools = pools
+	f.pools, f.discovered = pools, time.Now()
+	f.reportHealth()
 	f.mu.Unlock()
 	tell(f.wake)
 	tell(f.poolsChanged)
+}
+
+// reportHealth tells the kubelet plugin the health of the newest pools'
+// devices, unless it has not started. Called with f.mu held, so that
+// two reports never overtake each other.
+func (f *FrontEnd) reportHealth() {
+	if f.publisher != nil && f.pools != nil {
+		f.publisher.ReportHealth(f.preparer.Health(f.pools, f.discovered))
+	}
+}
+
+// Published counts the devices of each DRA pool in the node's slices as
+// last handed to the publisher, and those of them tainted: what
+// cdi_bridge_dra_devices reads.
+func (f *FrontEnd) Published() []metrics.DRAPool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.published
 }
 
 // tell sends on ch, a channel of one buffered signal, unless a signal
@@ -186,8 +231,12 @@ func (f *FrontEnd) run(ctx context.Context) {
 	if !f.rebuild(ctx) {
 		return
 	}
-	d, err := dra.Start(ctx, dra.Config{DriverName: f.driver, NodeName: f.node, Client: f.client, Devices: f.preparer,
-		PluginDir: f.cfg.PluginDir, RegistrarDir: f.cfg.RegistrarDir, Logger: f.log, OnFatal: f.cfg.OnFatal})
+	var devices dra.Devices = f.preparer
+	if f.cfg.OnClaim != nil {
+		devices = dradevices.Observed(f.preparer, f.cfg.OnClaim)
+	}
+	d, err := dra.Start(ctx, dra.Config{DriverName: f.driver, NodeName: f.node, Client: f.client, Devices: devices,
+		Slices: f.slices, PluginDir: f.cfg.PluginDir, RegistrarDir: f.cfg.RegistrarDir, Logger: f.log, OnFatal: f.cfg.OnFatal})
 	if err != nil {
 		f.log.Error("starting the DRA kubelet plugin", "error", err)
 		if f.cfg.OnFatal != nil {
@@ -197,7 +246,9 @@ func (f *FrontEnd) run(ctx context.Context) {
 	}
 	f.mu.Lock()
 	f.publisher, f.registered = d, d.Registered
+	f.reportHealth()
 	f.mu.Unlock()
+	f.log.Info("the first discovery's DRA pools handed to the slice controller", "sinceStart", time.Since(f.started))
 	f.publish(ctx, retry)
 }
 
@@ -211,10 +262,9 @@ const observeRetry = 5 * time.Second
 // store which shared devices the node sees (observeShared), and again
 // observeRetry after that failed (retry, the first time).
 //
-// It runs in a goroutine of its own because the library's first publish
-// waits for its informer of the node's slices, which waits for the API
-// server (for ever, while RBAC forbids the list): the device plugins'
-// pools, which discovery hands on in the same call, must not wait with it.
+// It runs in a goroutine of its own because Observe, and the rebuild
+// before it, wait for the API server: the device plugins' pools, which
+// discovery hands on in the same call, must not wait with them.
 func (f *FrontEnd) publish(ctx context.Context, retry <-chan time.Time) {
 	sweep := time.NewTicker(orDefault(f.cfg.SweepPeriod, 30*time.Second))
 	defer sweep.Stop()
@@ -233,11 +283,34 @@ func (f *FrontEnd) publish(ctx context.Context, retry <-chan time.Time) {
 		}
 		pools := f.currentPools()
 		retry = f.observeAgain(ctx, pools)
-		res := dradevices.Resources(f.node, f.preparer.Offered(pools))
+		res := dradevices.Resources(f.driver, f.node, pools, f.preparer.Withheld())
+		counts := publishedCounts(f.node, pools, res)
+		f.mu.Lock()
+		f.published = counts
+		f.mu.Unlock()
 		if err := f.publisher.PublishResources(ctx, res); err != nil {
 			f.log.Error("publishing ResourceSlices", "error", err)
 		}
 	}
+}
+
+// publishedCounts counts the devices of each of pools in res, and those
+// of them tainted.
+func publishedCounts(node string, pools []discovery.Pool, res resourceslice.DriverResources) []metrics.DRAPool {
+	out := make([]metrics.DRAPool, 0, len(pools))
+	for _, p := range pools {
+		c := metrics.DRAPool{Pool: p.Name}
+		for _, s := range res.Pools[dradevices.PoolName(node, p.Name)].Slices {
+			for _, d := range s.Devices {
+				c.Published++
+				if len(d.Taints) > 0 {
+					c.Tainted++
+				}
+			}
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 func (f *FrontEnd) currentPools() []discovery.Pool {

@@ -3,6 +3,7 @@ package drafront
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kwait "k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/cdiexec/cdi/bridge/discovery"
 	"github.com/cdiexec/cdi/bridge/dradevices"
 	"github.com/cdiexec/cdi/bridge/reclaim"
 )
@@ -93,11 +93,11 @@ func (f *FrontEnd) sweep(ctx context.Context) bool {
 		f.log.Warn("asking the kubelet what its containers hold; the device plugins' allocations of DRA pools stay", "error", err)
 		return false
 	}
-	before := f.preparer.Offered(f.currentPools())
+	before := f.preparer.Withheld()
 	if err := f.preparer.Sweep(ctx, pods); err != nil {
 		f.log.Error("releasing the device plugins' allocations of DRA pools", "error", err)
 	}
-	return !sameHealth(before, f.preparer.Offered(f.currentPools()))
+	return !maps.EqualFunc(before, f.preparer.Withheld(), maps.Equal)
 }
 
 // warnSetAside tells the operator that the checkpoint was set aside: in
@@ -125,25 +125,6 @@ func (f *FrontEnd) warnSetAside(ctx context.Context) {
 	if _, err := f.client.EventsV1().Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
 		f.log.Error("writing the Warning Event of the checkpoint set aside", "error", err)
 	}
-}
-
-// sameHealth says whether the devices of a and b, the same pools, are
-// healthy alike.
-func sameHealth(a, b []discovery.Pool) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if len(a[i].Devices) != len(b[i].Devices) {
-			return false
-		}
-		for j := range a[i].Devices {
-			if a[i].Devices[j].Healthy != b[i].Devices[j].Healthy {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 func truncate(s string, n int) string {

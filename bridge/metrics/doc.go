@@ -2,11 +2,12 @@
 // of their own (never the library's global one), and serves them. The
 // bridge's packages report through plain observer functions
 // (node.Config.OnAllocate, OnRegister and OnDeviceEvent,
-// discovery.Discoverer.OnExec) and gauge sources (node.Node.Usage,
+// discovery.Discoverer.OnExec, drafront.Config.OnClaim) and gauge
+// sources (node.Node.Usage, drafront.FrontEnd.Published,
 // discovery.Discoverer.Skipped and SkippedDevices, the Instance store's
-// staleness), which the
-// command wires to the methods here. Only node imports this package, for the PoolUsage that Usage
-// returns; the others do not know it.
+// staleness), which the command wires to the methods here. Only node and
+// drafront import this package, for the PoolUsage and DRAPool their
+// sources return; the others do not know it.
 //
 // Every name starts with cdi_bridge_:
 //
@@ -35,6 +36,19 @@
 //   - device_event_to_kubelet_seconds: from a device directory event
 //     (a node plugged or unplugged) until each device list it changed
 //     was sent to the kubelet, 50 ms to a minute.
+//   - dra_prepare_duration_seconds{pool} and
+//     dra_unprepare_duration_seconds{pool}: every Prepare and Unprepare
+//     of a claim by the DRA front end, failed ones included, 1 ms to
+//     30 s, by the bridge pool of the claim's devices (a claim of two
+//     pools counts in both; "unknown" where the pool cannot be told).
+//   - dra_prepare_failures_total{pool,reason} and
+//     dra_unprepare_failures_total{pool,reason}: those that failed, by
+//     dradevices.Reason (not-discovered, not-allocatable,
+//     plugin-timeout, plugin-not-run, plugin-bad-output,
+//     plugin-code-<n>, file-system, canceled, other).
+//   - dra_devices{pool,state}: each DRA pool's devices in the node's
+//     ResourceSlices, state "published" (all) or "tainted" (unhealthy,
+//     tainted), read at each scrape.
 //
 // plus the Go runtime's and the process's standard collectors.
 package metrics

@@ -34,6 +34,7 @@ type Metrics struct {
 	registrations *prometheus.CounterVec
 	deviceEvents  prometheus.Histogram
 	setAside      *prometheus.CounterVec
+	dra           *draMetrics
 }
 
 // New returns the collectors registered on a fresh registry, with
@@ -63,6 +64,7 @@ func New(version string) *Metrics {
 			Namespace: namespace, Name: "dra_checkpoint_set_aside_total",
 			Help: "DRA checkpoints moved aside at start, by reason (unreadable, previous-boot): the prepared claims were rebuilt from the API server and the plugins.",
 		}, []string{"reason"}),
+		dra: newDRAMetrics(),
 	}
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "build_info", Help: "Always 1; the version label is the running build.",
@@ -71,6 +73,7 @@ func New(version string) *Metrics {
 	buildInfo.Set(1)
 	m.Registry.MustRegister(m.allocations, m.exec, m.registrations, m.deviceEvents, m.setAside, buildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.Registry.MustRegister(m.dra.collectors()...)
 	return m
 }
 

@@ -19,7 +19,8 @@ import (
 // returns nil. It stops when ctx ends; onFatal is told of an error its
 // kubelet plugin cannot recover from. store is the node's Instance store,
 // cdiDir its CDI spec directory (nil with --cdi-names=false, which DRA
-// refuses), podResources the kubelet's PodResources API (nil: off).
+// refuses), podResources the kubelet's PodResources API (nil: off); m gets
+// its checkpoint's fate, its claims and its devices.
 func startDRA(ctx context.Context, o *options, api *kubeAccess, store instance.Store, cdiDir *cdispec.Dir, podResources reclaim.Lister,
 	m *metrics.Metrics, log *slog.Logger, onFatal func(error)) (*drafront.FrontEnd, error) {
 	if len(drafront.ParsePools(o.draPools)) == 0 {
@@ -32,10 +33,15 @@ func startDRA(ctx context.Context, o *options, api *kubeAccess, store instance.S
 		return nil, fmt.Errorf("%w: --dra-pools needs the Kubernetes API: --kubeconfig, or run in a pod", errUsage)
 	}
 	log.Info("DRA pools", "pools", o.draPools)
-	return drafront.Start(ctx, drafront.Config{NodeName: o.nodeName, Driver: o.domain, Client: api.client, CDI: cdiDir,
+	front, err := drafront.Start(ctx, drafront.Config{NodeName: o.nodeName, Driver: o.domain, Client: api.client, CDI: cdiDir,
 		Checkpoint: o.draCheckpoint, PluginDir: o.draPluginDir, RegistrarDir: o.draRegistrarDir, Store: store,
 		Kubelet: podResources, Grace: o.reclaimGrace, SweepPeriod: o.reclaimEvery,
-		OnSetAside: m.DRACheckpointSetAside, Logger: log, OnFatal: onFatal})
+		OnSetAside: m.DRACheckpointSetAside, OnClaim: m.DRAClaim, Logger: log, OnFatal: onFatal})
+	if err != nil {
+		return nil, err
+	}
+	m.DRAPools(front.Published)
+	return front, nil
 }
 
 // frontEnds hands each discovery to the front ends: the pools of

@@ -63,6 +63,7 @@ func (f *Devices) Calls() (prepared, unprepared []types.UID) {
 type Publisher struct {
 	mu        sync.Mutex
 	published []resourceslice.DriverResources
+	health    []dra.DeviceHealth // the last report; nil before one
 }
 
 var _ dra.Publisher = (*Publisher)(nil)
@@ -80,4 +81,18 @@ func (p *Publisher) Published() []resourceslice.DriverResources {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]resourceslice.DriverResources(nil), p.published...)
+}
+
+// ReportHealth keeps devices.
+func (p *Publisher) ReportHealth(devices []dra.DeviceHealth) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.health = append(make([]dra.DeviceHealth, 0, len(devices)), devices...)
+}
+
+// Health returns the last health report, nil before the first.
+func (p *Publisher) Health() []dra.DeviceHealth {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.health
 }

@@ -51,6 +51,13 @@
 //   - TestDRAMove moves the terminals' pool between the device plugins
 //     and DRA under running pods, both ways, by restarting the bridge
 //     with another --dra-pools: no terminal is offered twice.
+//   - TestDRAHealth runs a node as TestDRA does, then adds a drop-in
+//     whose one terminal is a copy (mknod) of a real one under the test's
+//     root, served through DRA, and a pod whose claim holds it: removed,
+//     the device shows Unhealthy in the pod's allocatedResourcesStatus
+//     within 2 s, by the CDI name the bridge's prepare returned, and
+//     Healthy again once it is back; the bridge's /metrics counts the
+//     claim and the pool's devices.
 //   - TestBrokers runs a node as TestDRA does, with the Job, Deployment,
 //     ReplicaSet and garbage-collector controllers besides and the bridge
 //     acting on Brokers (bridge/broker) in the pods' namespace, holding the

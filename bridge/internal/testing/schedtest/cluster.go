@@ -27,10 +27,13 @@ type Cluster struct {
 // which makes a pod's claims from their templates. A test of Jobs and
 // Deployments needs WorkloadControllers besides: their controllers, the
 // ReplicaSets', and the garbage collector, which deletes what an owner's
-// deletion leaves.
+// deletion leaves. A test of device taints needs TaintEvictionController:
+// it evicts the pods whose claims hold a device with a NoExecute taint
+// they do not tolerate.
 const (
-	ClaimControllers    = "resourceclaim-controller"
-	WorkloadControllers = "job-controller,deployment-controller,replicaset-controller,garbage-collector-controller"
+	ClaimControllers        = "resourceclaim-controller"
+	WorkloadControllers     = "job-controller,deployment-controller,replicaset-controller,garbage-collector-controller"
+	TaintEvictionController = "device-taint-eviction-controller"
 )
 
 // Start runs a cluster for the test: the server startServer starts, then

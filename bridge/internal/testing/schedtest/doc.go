@@ -1,9 +1,10 @@
 // Package schedtest runs a cluster that schedules pods with DRA claims
 // for tests: an apitest server, then kube-controller-manager (its
 // resourceclaim controller alone, which makes a pod's claims from their
-// templates) and kube-scheduler over it, as its admin, stopped with the
-// test. No kubelet runs: a test makes its Nodes ready with CreateNode and
-// plays the kubelet's side itself.
+// templates; StartWith runs others besides, such as the device taint
+// eviction controller) and kube-scheduler over it, as its admin, stopped
+// with the test. No kubelet runs: a test makes its Nodes ready with
+// CreateNode and plays the kubelet's side itself.
 //
 // KUBE_SCHEDULER and KUBE_CONTROLLER_MANAGER name the programs (the
 // Makefile builds them into bin/). Where either is empty, Start fails the
