@@ -208,8 +208,8 @@ test-short:
 
 # How long the first build and the first quick run took on the project's
 # machines (DEVELOPING.md), said before they start.
-FIRST_BUILD      := about 7 minutes on 2 cores
-FIRST_TEST_SHORT := about 12 minutes on 2 cores
+FIRST_BUILD      := 5 to 7 minutes on 2 cores
+FIRST_TEST_SHORT := about 11 minutes on 2 cores
 
 # gotestsum at a pinned version, run from the module proxy as staticcheck
 # is. A run's skipped tests wait for the last summary, which has them all.
