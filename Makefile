@@ -10,7 +10,7 @@ DESTDIR   ?=
 PLUGINS := $(notdir $(patsubst %/main.go,%,$(wildcard plugins/*/main.go)))
 TOOLS   := cditool cdi-bridge
 
-.PHONY: all build install test lint bench demo image manifests clean help kube-apiserver kube-controllers node-bins e2e prereqs
+.PHONY: all build install test test-short lint bench demo image manifests clean help kube-apiserver kube-controllers node-bins e2e prereqs
 
 # A pipeline fails when any of its commands does: go build's status is not
 # lost in the pipe that thins its output.
@@ -26,6 +26,9 @@ help:
 	@echo "make test           prerequisites checked, vet, every test with the race detector (main module, then $(E2E)),"
 	@echo "                    then make e2e, each run summarised by gotestsum; ends with the skipped tests and why,"
 	@echo "                    and one line counting every run's tests, failed and skipped"
+	@echo "make test-short     the quick run: the main module's tests with -short and no race detector, which skip what"
+	@echo "                    needs Kubernetes programs, helm, make demo or root; nothing of Kubernetes is built"
+	@echo "                    (minutes on a cold build cache). make test is the full suite, and what CI runs"
 	@echo "make prereqs        say which programs the tests need are missing, and how to get them"
 	@echo "make e2e            a real node (etcd, kube-apiserver, kubelet, scheduler, controller-manager, containerd, runc):"
 	@echo "                    the shipped DaemonSet as a pod, and pods getting the bridge's devices (root);"
@@ -42,8 +45,8 @@ help:
 	@echo "                    size the bridge's parts); then, on the real node (root), pod start through DRA"
 	@echo "                    against the device plugins (PODSTART=\"-podstart-rounds 50\"); the Instance store's soak"
 	@echo "                    runs for SOAK (10m; make test runs it for a minute)"
-	@echo "make demo           build, install into a temporary prefix and walk through the protocol"
-	@echo "make manifests      the kustomize layout in bridge/deploy, from its Helm chart (bridge/deploy/chart)"
+	@echo "make demo           build, install into a temporary prefix and walk through the protocol (minutes the first time)"
+	@echo "make manifests      the kustomize layout in bridge/deploy, from its Helm chart (bridge/deploy/chart); builds helm the first time"
 	@echo "make image          the bridge's multi-arch image as an OCI layout, bin/cdi-bridge-image.tar (IMAGE=name:tag, ARCHES=\"amd64 arm64\")"
 	@echo "make clean          remove bin/"
 
@@ -56,11 +59,14 @@ help:
 # tests' plugins, the benchmarks. plugins/exectest's TestBuildIsShipped
 # builds a plugin with this target (BIN and BINARIES are for it: bin/ and
 # every binary unless told) and as the tests do, and compares the two.
+# A first build downloads the modules and compiles gRPC, client-go and the
+# DRA library for cdi-bridge: it says so, and shows its progress (THIN).
 BIN      := bin
 BINARIES := $(addprefix ./plugins/,$(PLUGINS)) ./spec/cmd/cditool ./bridge/cmd/cdi-bridge
 build:
 	@mkdir -p $(BIN)
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-s -buildvcs=auto -o $(BIN)/ $(BINARIES)
+	@echo "building the plugins and tools into $(BIN)/ (a first build downloads the modules and compiles about 1,000 packages: $(FIRST_BUILD); seconds after)"
+	CGO_ENABLED=0 $(GO) build -v -trimpath -ldflags=-s -buildvcs=auto -o $(BIN)/ $(BINARIES) 2>&1 | $(THIN)
 
 # Only the drop-ins conf.d/node-defaults.list names, as in the image: the
 # others are examples (the host's virtual consoles, example cameras).
@@ -112,8 +118,10 @@ kube-apiserver:
 
 # go build -v names each package it compiles, none on a warm cache: a long
 # build shows every 100th with the count so far, and a line that is not a
-# package's name (a compiler's error) in full.
-THIN := awk '/[ :]/ { print; next } ++n % 100 == 0 { print "  " n " packages compiled, now " $$0 }'
+# package's name (a compiler's error, go: downloading) in full. Each line
+# is flushed as it is printed: into a pipe or a CI log, awk would hold
+# them all until the build ends.
+THIN := awk '/[ :]/ { print; fflush(); next } ++n % 100 == 0 { print "  " n " packages compiled, now " $$0; fflush() }'
 
 # The programs the tests run, each as program:its Debian package (what
 # .ci/run installs). etcd backs every Kubernetes test's kube-apiserver; jq
@@ -199,6 +207,33 @@ test: prereqs kube-apiserver kube-controllers
 	@$(MAKE) --no-print-directory e2e TESTJSON=$(TESTJSON)
 	@echo "all runs:"
 	@$(GO) run $(GOTESTSUM) --format none --hide-summary failed,errors --raw-command -- cat $(TESTJSON)/*.json
+
+# The quick run, for a first look and between edits: the main module's
+# tests with -short and without the race detector, summarised as make
+# test's are. -short skips, saying why, every test that needs a
+# kube-apiserver, the scheduler and controller-manager, helm (built from
+# the module proxy), the previous release's bridge or make demo, even
+# where CI is set, so that nothing of Kubernetes is built; a test that
+# needs root (a full tmpfs) runs as root and skips otherwise. bridge/e2e
+# (the kubelet's device manager, the real node) is make test's alone. A
+# package has make test's 30 minutes, for the same reason: on a cold
+# build cache, the packages whose TestMain builds cdi-bridge and the
+# plugins compile them beside the other packages' tests. CGO_ENABLED=0
+# and -trimpath, as those binaries are built (internal/gobuild), so that
+# the tests and the binaries they build share every compiled package:
+# otherwise gRPC and client-go are compiled twice (the race detector,
+# which needs cgo, is make test's).
+test-short:
+	@mkdir -p $(TESTJSON) && rm -f $(TESTJSON)/short.json
+	@echo "the main module's tests with -short (a first run compiles the tests and what they build, gRPC and client-go among them: $(FIRST_TEST_SHORT); seconds of compiling after)"
+	CGO_ENABLED=0 $(GO) run $(GOTESTSUM) $(GOTESTSUM_RUN) --jsonfile $(TESTJSON)/short.json \
+		--raw-command -- $(GO) test -json -short -trimpath -count=1 -timeout=30m ./...
+	@$(GO) run $(GOTESTSUM) --format none --hide-summary failed,errors --raw-command -- cat $(TESTJSON)/short.json
+
+# How long the first build and the first quick run took on the project's
+# machines (DEVELOPING.md), said before they start.
+FIRST_BUILD      := 5 to 7 minutes on 2 cores
+FIRST_TEST_SHORT := about 11 minutes on 2 cores
 
 # gotestsum at a pinned version, run from the module proxy as staticcheck
 # is. A run's skipped tests wait for the last summary, which has them all.
@@ -295,8 +330,13 @@ image:
 
 # The chart's templates are the source of bridge/deploy's manifests; its
 # tests fail when these files differ from what the chart renders. Helm is
-# pinned in bridge/deploy/internal/helmchart and run from the module proxy.
+# pinned in bridge/deploy/internal/helmchart and run from the module proxy:
+# it is built here first, with its progress shown, rather than silently
+# inside gen-kustomize's run of it.
+HELM := $(shell sed -n 's/^const Helm = "\(.*\)"$$/\1/p' bridge/deploy/internal/helmchart/helmchart.go)
 manifests:
+	@echo "building $(HELM) (the first time only: about 5 minutes on 2 cores)"
+	@SECONDS=0; $(GO) run -v $(HELM) version 2>&1 >/dev/null | $(THIN) && echo "helm ready in $${SECONDS}s"
 	$(GO) run ./bridge/deploy/gen-kustomize -deploy bridge/deploy
 
 clean:

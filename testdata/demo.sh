@@ -68,7 +68,10 @@ step "the bridge: the plugins as the kubelet sees them, one node, the local stor
 # socket paths are short, so the directory is not under $prefix.
 dp=$(mktemp -d "${TMPDIR:-/tmp}/cdi-dp.XXXXXX")
 trap 'rm -rf "$dp"; [ -n "${KEEP:-}" ] || rm -rf "$prefix"' EXIT
-go build -o "$prefix/demokubelet" ./bridge/internal/testing/demokubelet
+# Built as make build builds the tools, so that it reuses their compiled
+# gRPC and kubelet API packages: seconds, even on a first run.
+echo "building the kubelet's side, bridge/internal/testing/demokubelet"
+CGO_ENABLED=0 go build -trimpath -o "$prefix/demokubelet" ./bridge/internal/testing/demokubelet
 "$prefix/demokubelet" --device-plugin-dir "$dp" --domain cdi.local --instance-pool gpu-drm --pool tty-generic --count 2 &
 kubelet=$!
 bridge_args=(--node-name demo --conf-dir "$conf" --plugin-path "$plugins" --device-plugin-dir "$dp"

@@ -114,14 +114,18 @@ func deviceNodes(nodes []spec.DeviceNode) []*specs.DeviceNode {
 }
 
 // Dir is a spec directory in which this package keeps the files of one
-// vendor's kinds. It is not safe for concurrent use.
+// vendor's kinds. Its writes may run concurrently (the node's Sync and the
+// DRA front end's claims), each staged in a directory of its own; Sync
+// must not run concurrently with itself.
 type Dir struct {
 	path, vendor string
-	cache        *cdi.Cache
 }
 
 // Open returns the spec directory path for vendor's kinds, creating the
-// directory if need be. Nothing in it is changed until Sync.
+// directory if need be. It removes what a write of a process killed
+// mid-way left there (RemoveDebris); nothing else in it is changed until
+// Sync. A process opens a directory once: a second Open could remove a
+// write of the first's under way.
 func Open(path, vendor string) (*Dir, error) {
 	if err := parser.ValidateVendorName(vendor); err != nil {
 		return nil, fmt.Errorf("CDI vendor %q: %w", vendor, err)
@@ -129,12 +133,11 @@ func Open(path, vendor string) (*Dir, error) {
 	if err := os.MkdirAll(path, 0o755); err != nil {
 		return nil, fmt.Errorf("CDI spec directory: %w", err)
 	}
-	// The cache is only the library's validating writer here: no watch.
-	cache, err := cdi.NewCache(cdi.WithSpecDirs(path), cdi.WithAutoRefresh(false))
-	if err != nil {
-		return nil, fmt.Errorf("CDI spec directory %s: %w", path, err)
+	d := &Dir{path: path, vendor: vendor}
+	if err := d.RemoveDebris(); err != nil {
+		return nil, err
 	}
-	return &Dir{path: path, vendor: vendor, cache: cache}, nil
+	return d, nil
 }
 
 // Path is the directory's path.
@@ -200,8 +203,8 @@ func (d *Dir) write(k Kind) (map[string]bool, error) {
 	if have, err := atomicfile.ReadRegular(filepath.Join(d.path, name), maxSpecSize); err == nil && bytes.Equal(have, want) {
 		return names, nil
 	}
-	if err := d.cache.WriteSpec(s, name); err != nil {
-		return nil, fmt.Errorf("writing CDI spec %s: %w", name, err)
+	if err := d.writeSpec(s, name); err != nil {
+		return nil, err
 	}
 	return names, nil
 }

@@ -18,7 +18,11 @@
 //
 // Files are written and checked with the CNCF library
 // (tags.cncf.io/container-device-interface), the one the runtimes read
-// them with: its spec types, its validator and its atomic writer. The
-// files this package owns carry a name prefix of their own, so that a
-// directory shared with other CDI producers is never swept of theirs.
+// them with: its spec types, its validator and its atomic writer. That
+// writer leaves its temporary file behind when a write fails (a full
+// disk), so each write runs in a staging directory of its own inside the
+// spec directory, which goes after the write whatever it holds; Open
+// removes those a killed process left. The files this package owns carry
+// a name prefix of their own, so that a directory shared with other CDI
+// producers is never swept of theirs.
 package cdispec

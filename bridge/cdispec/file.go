@@ -28,10 +28,7 @@ func (d *Dir) WriteFile(name string, s *specs.Spec) error {
 		return fmt.Errorf("CDI spec %s: %w", name, err)
 	}
 	s.Version = v
-	if err := d.cache.WriteSpec(s, name); err != nil {
-		return fmt.Errorf("writing CDI spec %s: %w", name, err)
-	}
-	return nil
+	return d.writeSpec(s, name)
 }
 
 // RemoveFile removes the spec file name; one already gone is no error.

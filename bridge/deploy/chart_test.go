@@ -51,6 +51,15 @@ func writeValues(t *testing.T, text string) string {
 	return path
 }
 
+// needHelm skips the test with -short: its first helm run builds helm
+// from the module proxy, minutes on a cold build cache.
+func needHelm(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("skipping with -short: builds and runs helm (make test runs it)")
+	}
+}
+
 // helmTemplate renders the chart with its values and then valueFiles'.
 func helmTemplate(t *testing.T, valueFiles ...string) ([]helmchart.Document, []*unstructured.Unstructured) {
 	t.Helper()
@@ -86,6 +95,7 @@ func byKey(t *testing.T, what string, objs []*unstructured.Unstructured) map[str
 // default rendering, object by object and file by file, and that other
 // values reach the objects they are for.
 func TestChart(t *testing.T) {
+	needHelm(t)
 	t.Run("lint", func(t *testing.T) {
 		for _, values := range [][]string{nil, {"--values", writeValues(t, otherValues)}} {
 			if out, err := helmchart.Run(t.Context(), chartDir, append([]string{"lint", "--strict", "."}, values...)...); err != nil {

@@ -22,6 +22,7 @@ import (
 // camera; enabled, each is a chart drop-in its plugin runs as asked, and
 // cameras enabled without the operator's own endpoints do not render.
 func TestOptInDropIns(t *testing.T) {
+	needHelm(t)
 	t.Run("off by default", func(t *testing.T) {
 		docs, objs := helmTemplate(t)
 		for _, d := range docs {

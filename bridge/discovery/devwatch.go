@@ -2,12 +2,17 @@ package discovery
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
+	"syscall"
 
+	"github.com/cdiexec/cdi/bridge/internal/logrepeat"
 	"github.com/cdiexec/cdi/spec"
 	"github.com/cdiexec/cdi/spec/invoke"
 )
@@ -73,28 +78,31 @@ type devWatch struct {
 
 	mu      sync.Mutex
 	sets    map[string]watchSet // by drop-in path
-	watched map[string]bool     // the directories the Watcher holds
-	failed  map[string]bool     // directories whose Add failed, logged once
+	watched map[string]dirID    // the directories the Watcher holds, and what each was when added
+	// failed logs, once per directory and cause, why it is not watched.
+	failed logrepeat.Failures[string]
 }
 
 func newDevWatch(w Watcher, log *slog.Logger) *devWatch {
-	return &devWatch{w: w, log: log, sets: map[string]watchSet{}, watched: map[string]bool{}, failed: map[string]bool{}}
+	return &devWatch{w: w, log: log, sets: map[string]watchSet{}, watched: map[string]dirID{}}
 }
 
 // sync watches the directories of sets, by drop-in, and no others. It
 // returns the drop-ins that got a watch on a directory not watched
-// before: a device made there between their INFO and the watch was seen
-// by neither, so they need one more INFO.
+// before, or watched anew: a device made there between their INFO and
+// the watch was seen by neither, so they need one more INFO.
 func (dw *devWatch) sync(sets map[string]watchSet) (rescan []string) {
 	dw.mu.Lock()
 	defer dw.mu.Unlock()
 	want := map[string][]string{} // directory -> drop-ins
+	roots := map[string]string{}  // directory -> its drop-ins' root
 	for path, ws := range sets {
 		if ws.dev == "" {
 			continue
 		}
 		for _, dir := range append([]string{ws.dev}, ws.subdirs...) {
 			want[dir] = append(want[dir], path)
+			roots[dir] = filepath.Dir(ws.dev)
 		}
 	}
 	for dir := range dw.watched {
@@ -103,20 +111,12 @@ func (dw *devWatch) sync(sets map[string]watchSet) (rescan []string) {
 			delete(dw.watched, dir)
 		}
 	}
+	dw.failed.Retain(func(dir string) bool { _, ok := want[dir]; return ok })
 	fresh := map[string]bool{}
 	for dir, dropIns := range want {
-		if dw.watched[dir] {
+		if dw.current(dir) || !dw.watch(dir, roots[dir]) {
 			continue
 		}
-		if err := dw.w.Add(dir); err != nil {
-			dw.addFailed(dir, err)
-			continue
-		}
-		if dw.failed[dir] {
-			dw.log.Info("watching a device directory again", "dir", dir)
-			delete(dw.failed, dir)
-		}
-		dw.watched[dir] = true
 		for _, p := range dropIns {
 			fresh[p] = true
 		}
@@ -129,26 +129,87 @@ func (dw *devWatch) sync(sets map[string]watchSet) (rescan []string) {
 	return rescan
 }
 
-// addFailed logs, once per directory, that it is not watched (too many
-// watches, a directory gone): its devices are seen at the discovery
-// period instead, and each sync tries again.
-func (dw *devWatch) addFailed(dir string, err error) {
-	if dw.failed[dir] {
-		return
+// current says whether dir is watched, and the watch is on what dir
+// names now. A watch that is not is dropped, logged: the directory was
+// replaced, by a link and back, say, and removing a link tells no watch
+// of it, so the watch stayed on the link's target.
+func (dw *devWatch) current(dir string) bool {
+	id, ok := dw.watched[dir]
+	if !ok {
+		return false
 	}
-	dw.failed[dir] = true
-	dw.log.Warn("cannot watch a device directory; its devices are seen at the discovery period", "dir", dir, "error", err)
+	if identify(dir) == id {
+		return true
+	}
+	_ = dw.w.Remove(dir)
+	delete(dw.watched, dir)
+	dw.log.Info("a watched device directory was replaced; watching it anew", "dir", dir)
+	return false
+}
+
+// watch watches dir, unless it resolves, through a link, out of root,
+// and says whether it does. A directory that cannot be watched (too many
+// watches, gone, a link out of root) is logged once per cause: its
+// devices are seen at the discovery period instead, and each sync tries
+// again.
+func (dw *devWatch) watch(dir, root string) bool {
+	id := identify(dir) // before Add: a change in between is seen by the next sync
+	err := outOfRoot(dir, root)
+	if err == nil {
+		err = dw.w.Add(dir)
+	}
+	if err != nil {
+		dw.failed.Of(dir).Warned(dw.log, "cannot watch a device directory; its devices are seen at the discovery period", err, "dir", dir)
+		return false
+	}
+	dw.failed.Of(dir).Succeeded(dw.log, "watching a device directory again", "dir", dir)
+	dw.watched[dir] = id
+	return true
+}
+
+// dirID is what a path named when it was watched: its device and inode,
+// through links, as inotify follows them. The zero dirID is a path that
+// could not be read.
+type dirID struct{ dev, ino uint64 }
+
+func identify(path string) dirID {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return dirID{}
+	}
+	return dirID{dev: uint64(st.Dev), ino: uint64(st.Ino)} // their widths differ between architectures
+}
+
+// errOutOfRoot is wrapped by outOfRoot's error.
+var errOutOfRoot = errors.New("a link out of the drop-in's root")
+
+// outOfRoot is non-nil when dir resolves, through links, to a directory
+// outside root: inotify would follow the link to a directory the drop-in
+// does not own (its plugin skips the nodes there). A path that does not
+// resolve is left to the Watcher to refuse.
+func outOfRoot(dir, root string) error {
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil
+	}
+	realRoot, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return nil
+	}
+	if rel, err := filepath.Rel(realRoot, real); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return fmt.Errorf("%w: %s resolves to %s", errOutOfRoot, dir, real)
+	}
+	return nil
 }
 
 // concerned returns the drop-ins that an event for path concerns.
 func (dw *devWatch) concerned(path string) []string {
 	dw.mu.Lock()
 	defer dw.mu.Unlock()
-	if dw.watched[path] {
-		// The directory itself went away (or came back, seen from its
-		// parent): its watch is gone, and the next sync adds it anew.
-		delete(dw.watched, path)
-	}
+	// An event for a watched directory itself: it went away (or came
+	// back, seen from its parent), its watch is gone, and the next sync
+	// adds it anew.
+	delete(dw.watched, path)
 	parent := filepath.Dir(path)
 	var out []string
 	for p, ws := range dw.sets {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cdiexec/cdi/bridge/cdispec"
+	"github.com/cdiexec/cdi/bridge/internal/logrepeat"
 	"github.com/cdiexec/cdi/spec"
 	"github.com/cdiexec/cdi/spec/invoke"
 )
@@ -77,6 +79,10 @@ type Discoverer struct {
 
 	// results is the last run of each drop-in, by file.
 	results map[string]dropInResult
+	// problems logs each distinct problem once, and again only every
+	// logrepeat.DefaultEvery while it lasts: a drop-in that stays broken
+	// is not logged at every device event's discovery.
+	problems logrepeat.Failures[problem]
 	// skips is what the last Discover skipped, and skippedDevices what
 	// the drop-ins' plugins skipped; mu guards them, since Skipped and
 	// SkippedDevices are called from other goroutines (health, metrics).
@@ -129,6 +135,18 @@ func (d *Discoverer) Skipped() []Skip {
 	return slices.Clone(d.skips)
 }
 
+// problem is one thing a discovery can find wrong: its kind, and the
+// drop-in it concerns ("" for the drop-ins as a whole).
+type problem struct{ kind, dropIn string }
+
+// The kinds of problem.
+const (
+	problemLoad    = "load"    // drop-ins that do not load
+	problemClash   = "clash"   // drop-ins whose pools share a name
+	problemInfo    = "info"    // a drop-in's plugin missing, or its INFO failed
+	problemDevices = "devices" // devices of a drop-in that cannot be served
+)
+
 // dropInResult is what one drop-in's last INFO gave.
 type dropInResult struct {
 	pools []Pool
@@ -165,11 +183,14 @@ func (d *Discoverer) discover(ctx context.Context, only map[string]bool) ([]Pool
 		return nil, err
 	}
 	var skips []Skip
+	loading := d.problems.Of(problem{kind: problemLoad})
 	if err != nil {
-		d.log().Warn("some drop-ins do not load", "error", err)
+		loading.Warned(d.log(), "some drop-ins do not load", err)
 		for _, e := range leaves(err) {
 			skips = append(skips, Skip{Reason: e.Error()})
 		}
+	} else {
+		loading.Succeeded(d.log(), "every drop-in loads again")
 	}
 	results := make(map[string]dropInResult, len(confs))
 	for _, c := range confs {
@@ -180,24 +201,52 @@ func (d *Discoverer) discover(ctx context.Context, only map[string]bool) ([]Pool
 		results[c.Path] = r
 	}
 	d.results = results
-	next := map[string]Pool{}
-	clashed := map[string]bool{}
-	for _, c := range confs {
-		skips = append(skips, results[c.Path].skips...)
-		for _, p := range results[c.Path].pools {
-			if other, ok := next[p.Name]; ok || clashed[p.Name] {
-				skips = append(skips, d.refuseClash(p, other)...)
-				delete(next, p.Name)
-				clashed[p.Name] = true
-				continue
-			}
-			next[p.Name] = p
-		}
-	}
+	d.problems.Retain(func(p problem) bool { _, ok := results[p.dropIn]; return ok || p.dropIn == "" })
+	next, clashSkips := d.merge(confs, results)
+	skips = append(skips, clashSkips...)
 	d.mu.Lock()
 	d.skips, d.skippedDevices = skips, skippedByDropIn(results)
 	d.mu.Unlock()
 	return sortedPools(next), nil
+}
+
+// merge is the pools of every drop-in's result, by name, with the skips
+// of those results. Two drop-ins whose pools share a name (gen_x.conf and
+// gen-x.conf, or generic.conf and generic.json) are both refused: either
+// one's claims could otherwise be served by the other's plugin and state.
+func (d *Discoverer) merge(confs []*invoke.Conf, results map[string]dropInResult) (map[string]Pool, []Skip) {
+	next := map[string]Pool{}
+	clashed := map[string][]string{} // pool name -> its drop-ins
+	var skips []Skip
+	for _, c := range confs {
+		skips = append(skips, results[c.Path].skips...)
+		for _, p := range results[c.Path].pools {
+			other, ok := next[p.Name]
+			switch {
+			case ok:
+				clashed[p.Name] = []string{other.Conf.Path, p.Conf.Path}
+				delete(next, p.Name)
+			case clashed[p.Name] != nil:
+				clashed[p.Name] = append(clashed[p.Name], p.Conf.Path)
+			default:
+				next[p.Name] = p
+			}
+		}
+	}
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(clashed)) {
+		errs = append(errs, fmt.Errorf("pool %s is made by %s", name, strings.Join(clashed[name], " and ")))
+		for _, f := range clashed[name] {
+			skips = append(skips, Skip{DropIn: f, Reason: "pool name " + name + " is another drop-in's too"})
+		}
+	}
+	clash := d.problems.Of(problem{kind: problemClash})
+	if err := errors.Join(errs...); err != nil {
+		clash.Failed(d.log(), "drop-ins skipped: they map to one pool name; rename one of them", err)
+	} else {
+		clash.Succeeded(d.log(), "no two drop-ins map to one pool name any more")
+	}
+	return next, skips
 }
 
 // watchSets is where each drop-in of the last run looks for devices.
@@ -221,28 +270,11 @@ func leaves(err error) []error {
 	return []error{err}
 }
 
-// refuseClash logs that p and other, of two drop-ins, map to one pool
-// name (gen_x.conf and gen-x.conf, or generic.conf and generic.json):
-// neither is served, since either one's claims could otherwise be served
-// by the other's plugin and state. other is the zero Pool when an earlier
-// clash already removed it. It returns the skips to report.
-func (d *Discoverer) refuseClash(p, other Pool) []Skip {
-	files := []string{p.Conf.Path}
-	if other.Conf != nil {
-		files = append(files, other.Conf.Path)
-	}
-	d.log().Error("drop-ins skipped: they map to one pool name; rename one of them", "pool", p.Name, "dropIns", files)
-	var skips []Skip
-	for _, f := range files {
-		skips = append(skips, Skip{DropIn: f, Reason: "pool name " + p.Name + " is another drop-in's too"})
-	}
-	return skips
-}
-
 func (d *Discoverer) discoverConf(ctx context.Context, c *invoke.Conf) dropInResult {
+	served := d.problems.Of(problem{kind: problemInfo, dropIn: c.Path})
 	p, err := invoke.NewPlugin(c, d.PluginDirs)
 	if err != nil {
-		d.log().Error("drop-in skipped", "dropIn", c.Path, "error", err)
+		served.Failed(d.log(), "drop-in skipped", err, "dropIn", c.Path)
 		return dropInResult{skips: []Skip{{DropIn: c.Path, Reason: err.Error()}}}
 	}
 	p.Exec, p.Timeout, p.MinVersion, p.Versions = d.exec(), d.Timeout, spec.Version010, &d.versions
@@ -250,37 +282,13 @@ func (d *Discoverer) discoverConf(ctx context.Context, c *invoke.Conf) dropInRes
 	prev, seen := d.results[c.Path]
 	info, err := p.Info(ctx)
 	if err != nil {
-		d.log().Error("INFO failed; keeping the devices last seen, unhealthy", "dropIn", c.Path, "error", err)
+		served.Failed(d.log(), "INFO failed; keeping the devices last seen, unhealthy", err, "dropIn", c.Path)
 		return dropInResult{pools: stale(prev.pools, p, err), dirs: prev.dirs, skips: infoFailed(c.Path, err), skippedDevices: prev.skippedDevices}
 	}
+	served.Succeeded(d.log(), "drop-in served again", "dropIn", c.Path)
 	skippedDevs := skippedDevices(info.Skipped)
 	d.noteSkippedDevices(c.Path, prev.skippedDevices, skippedDevs)
-	var skips []Skip
-	devices := info.Devices
-	if max := d.maxDevices(); len(devices) > max {
-		devices = slices.SortedFunc(slices.Values(devices), func(a, b spec.DeviceInfo) int { return strings.Compare(a.ID, b.ID) })[:max]
-		reason := fmt.Sprintf("%d devices, more than the %d a drop-in may serve: the first %d by id are served", len(info.Devices), max, max)
-		d.log().Error("devices refused", "dropIn", c.Path, "reason", reason)
-		skips = append(skips, Skip{DropIn: c.Path, Reason: reason})
-	}
-	byResource := map[string][]spec.DeviceInfo{}
-	for _, dev := range devices {
-		if err := cdispec.CheckDeviceName(dev.ID); err != nil {
-			d.log().Error("device skipped: its id cannot be a CDI device name", "dropIn", c.Path, "error", err)
-			continue
-		}
-		byResource[dev.Resource] = append(byResource[dev.Resource], dev)
-	}
-	var pools []Pool
-	for res, devs := range byResource {
-		name := PoolName(res, c.ID())
-		if err := cdispec.CheckClassName(name); err != nil {
-			d.log().Error("devices skipped: their pool's name cannot be a CDI class", "dropIn", c.Path, "pool", name, "error", err)
-			skips = append(skips, Skip{DropIn: c.Path, Reason: fmt.Sprintf("pool %s: %v", name, err)})
-			continue
-		}
-		pools = append(pools, Pool{Name: name, Resource: res, Conf: c, Plugin: p, Devices: devs})
-	}
+	pools, skips := d.group(c, p, info.Devices)
 	if seen {
 		pools = d.carry(c, p, prev.pools, pools)
 	}
@@ -289,6 +297,48 @@ func (d *Discoverer) discoverConf(ctx context.Context, c *invoke.Conf) dropInRes
 		all = append(all, pl.Devices...)
 	}
 	return dropInResult{pools: pools, skips: skips, dirs: watchDirs(c, all), skippedDevices: skippedDevs}
+}
+
+// group puts the devices of drop-in c's INFO into pools by resource-spec,
+// leaving out what cannot be served: the devices past MaxDevices, in id
+// order; a device whose id CDI refuses as a device name; the devices of a
+// pool whose name CDI refuses as a class. It logs them, once while they
+// stay the same, and returns the skips to report.
+func (d *Discoverer) group(c *invoke.Conf, p *invoke.Plugin, devices []spec.DeviceInfo) ([]Pool, []Skip) {
+	var skips []Skip
+	var refused []error
+	if n, max := len(devices), d.maxDevices(); n > max {
+		devices = slices.SortedFunc(slices.Values(devices), func(a, b spec.DeviceInfo) int { return strings.Compare(a.ID, b.ID) })[:max]
+		reason := fmt.Sprintf("%d devices, more than the %d a drop-in may serve: the first %d by id are served", n, max, max)
+		refused = append(refused, errors.New(reason))
+		skips = append(skips, Skip{DropIn: c.Path, Reason: reason})
+	}
+	byResource := map[string][]spec.DeviceInfo{}
+	for _, dev := range devices {
+		if err := cdispec.CheckDeviceName(dev.ID); err != nil {
+			refused = append(refused, fmt.Errorf("device skipped: its id cannot be a CDI device name: %w", err))
+			continue
+		}
+		byResource[dev.Resource] = append(byResource[dev.Resource], dev)
+	}
+	var pools []Pool
+	for _, res := range slices.Sorted(maps.Keys(byResource)) {
+		name := PoolName(res, c.ID())
+		if err := cdispec.CheckClassName(name); err != nil {
+			err = fmt.Errorf("pool %s: its name cannot be a CDI class: %w", name, err)
+			refused = append(refused, err)
+			skips = append(skips, Skip{DropIn: c.Path, Reason: err.Error()})
+			continue
+		}
+		pools = append(pools, Pool{Name: name, Resource: res, Conf: c, Plugin: p, Devices: byResource[res]})
+	}
+	problems := d.problems.Of(problem{kind: problemDevices, dropIn: c.Path})
+	if err := errors.Join(refused...); err != nil {
+		problems.Failed(d.log(), "devices refused", err, "dropIn", c.Path)
+	} else {
+		problems.Succeeded(d.log(), "every device of the drop-in served again", "dropIn", c.Path)
+	}
+	return pools, skips
 }
 
 // stale returns a drop-in's pools of the previous run, with every device

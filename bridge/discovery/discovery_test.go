@@ -216,17 +216,24 @@ func TestDiscoverRefusesWhatCDICannotName(t *testing.T) {
 		`{"id":"tty1","resource":"tty","deviceNodes":[],"healthy":true,"capacity":1,"used":0,"shared":false},` +
 		`{"id":"tty2:","resource":"tty","deviceNodes":[],"healthy":true,"capacity":1,"used":0,"shared":false},` +
 		`{"id":"-tty3","resource":"tty","deviceNodes":[],"healthy":true,"capacity":1,"used":0,"shared":false}]}`
-	d := &Discoverer{ConfDir: confDir, PluginDirs: []string{pluginDir},
+	var log bytes.Buffer
+	d := &Discoverer{ConfDir: confDir, PluginDirs: []string{pluginDir}, Logger: slog.New(slog.NewTextHandler(&log, nil)),
 		Exec: &fakeexec.Exec{Replies: map[string]fakeexec.Reply{"VERSION": {Stdout: version010}, "INFO": {Stdout: inventory}}}}
-	pools, err := d.Discover(context.Background())
-	if err != nil {
-		t.Fatal(err)
+	for range 3 {
+		pools, err := d.Discover(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pools) != 1 || pools[0].Name != "tty-good" || len(pools[0].Devices) != 1 || pools[0].Devices[0].ID != "tty1" {
+			t.Fatalf("pools %+v, want tty-good with tty1 alone", pools)
+		}
+		if skips := d.Skipped(); len(skips) != 1 || !strings.HasSuffix(skips[0].DropIn, "bad_.conf") {
+			t.Errorf("skipped %+v, want bad_.conf's pool", skips)
+		}
 	}
-	if len(pools) != 1 || pools[0].Name != "tty-good" || len(pools[0].Devices) != 1 || pools[0].Devices[0].ID != "tty1" {
-		t.Fatalf("pools %+v, want tty-good with tty1 alone", pools)
-	}
-	if skips := d.Skipped(); len(skips) != 1 || !strings.HasSuffix(skips[0].DropIn, "bad_.conf") {
-		t.Errorf("skipped %+v, want bad_.conf's pool", skips)
+	// Once per drop-in, not once per discovery.
+	if n := strings.Count(log.String(), "devices refused"); n != 2 {
+		t.Errorf("%d lines of devices refused over three discoveries of two drop-ins, want 2:\n%s", n, log.String())
 	}
 }
 
@@ -240,16 +247,22 @@ func TestDiscoverRefusesClashingDropIns(t *testing.T) {
 	writeConf(t, confDir, "tty", "gen-x", "generic-tty", args)
 	writeConf(t, confDir, "tty", "gen.x", "generic-tty", args)
 	writeConf(t, confDir, "tty", "other", "generic-tty", args)
-	d := &Discoverer{ConfDir: confDir, PluginDirs: []string{pluginDir}}
-	pools, err := d.Discover(context.Background())
-	if err != nil {
-		t.Fatal(err)
+	var log bytes.Buffer
+	d := &Discoverer{ConfDir: confDir, PluginDirs: []string{pluginDir}, Logger: slog.New(slog.NewTextHandler(&log, nil))}
+	for range 2 {
+		pools, err := d.Discover(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pools) != 1 || pools[0].Name != "tty-other" {
+			t.Fatalf("pools %v, want tty-other alone", names(pools))
+		}
+		if skips := d.Skipped(); len(skips) != 3 {
+			t.Errorf("skipped %+v, want the three clashing drop-ins", skips)
+		}
 	}
-	if len(pools) != 1 || pools[0].Name != "tty-other" {
-		t.Fatalf("pools %v, want tty-other alone", names(pools))
-	}
-	if skips := d.Skipped(); len(skips) != 3 {
-		t.Errorf("skipped %+v, want the three clashing drop-ins", skips)
+	if n := strings.Count(log.String(), "map to one pool name"); n != 1 {
+		t.Errorf("%d lines for the clash over two discoveries, want 1:\n%s", n, log.String())
 	}
 }
 

@@ -19,8 +19,12 @@
 // only, after Debounce of quiet, so that the burst of events udev makes
 // for a device, or for a hub of them, is one INFO per drop-in. The period
 // stays: it is how network endpoints, whose drop-ins are not watched, and
-// a directory that cannot be watched (too many watches, gone) are
-// rediscovered; such a directory is logged once.
+// a directory that cannot be watched (too many watches, gone, a link out
+// of the drop-in's root, which inotify would follow) are rediscovered;
+// such a directory is logged once. Each discovery checks that every
+// watched directory is still the one watched (its device and inode): one
+// replaced since, by a link and back say, of which the watch hears
+// nothing, is watched anew, and logged.
 //
 // A plugin that fails INFO does not make its devices vanish (that would
 // withdraw resources from the kubelet on a transient error): they are
@@ -37,4 +41,10 @@
 // stay, until Keep lets it go or INFO lists it again under the same id,
 // healthy. A device's id must therefore stay the same across unplug and
 // replug (SPEC.md, Section 8).
+//
+// What a discovery finds wrong (drop-ins that do not load, a plugin
+// missing or its INFO failing, devices that cannot be served, two drop-ins
+// of one pool name) is logged once per distinct cause, again only every
+// ten minutes while it lasts (bridge/internal/logrepeat), and once when it
+// is mended: device events discover many times a minute.
 package discovery

@@ -10,24 +10,24 @@ import (
 // each device that appeared, came back or vanished (one line per device,
 // however many events its node made), and keeps among the pools, unhealthy
 // and named in Vanished, each vanished device that Keep says to keep. A
-// pool left with only such devices stays too.
+// pool left with only such devices stays too. A pool the previous run did
+// not have is compared with an empty one: the first device of a pool
+// appears like any other.
 func (d *Discoverer) carry(c *invoke.Conf, p *invoke.Plugin, prev, pools []Pool) []Pool {
-	byName := make(map[string]int, len(pools))
-	for i, pl := range pools {
-		byName[pl.Name] = i
+	byName := make(map[string]bool, len(pools))
+	for _, pl := range pools {
+		byName[pl.Name] = true
 	}
+	before := make(map[string]Pool, len(prev))
 	for _, old := range prev {
-		i, ok := byName[old.Name]
-		if !ok {
+		before[old.Name] = old
+		if !byName[old.Name] {
 			pools = append(pools, Pool{Name: old.Name, Resource: old.Resource, Conf: c, Plugin: p})
-			i = len(pools) - 1
-			byName[old.Name] = i
 		}
-		pools[i] = d.carryPool(old, pools[i])
 	}
 	out := pools[:0]
 	for _, pl := range pools {
-		if len(pl.Devices) > 0 {
+		if pl = d.carryPool(before[pl.Name], pl); len(pl.Devices) > 0 {
 			out = append(out, pl)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -164,6 +165,68 @@ func TestVanishedDevices(t *testing.T) {
 	}
 }
 
+// Each device plugged in is logged as appeared and each unplugged as
+// vanished, one line each, the first device of an empty pool too: a
+// pool whose last device went is gone, and the next device made it anew
+// without a line (ttyUSB0 plugged four times gave none).
+func TestAppearedAndVanishedPairUp(t *testing.T) {
+	root := ttyRoot(t)
+	confDir := t.TempDir()
+	writeConf(t, confDir, "dev", "usb", "generic", map[string]any{"root": root, "stateDir": t.TempDir(),
+		"groups": []map[string]any{{"name": "serial", "paths": []string{"/dev/ttyUSB*"}}}})
+	var log bytes.Buffer
+	d := &Discoverer{ConfDir: confDir, PluginDirs: []string{pluginDir}, Logger: slog.New(slog.NewJSONHandler(&log, nil))}
+	steps := []struct {
+		plug, unplug []string
+		want         string // the lines logged, "+id" appeared and "-id" vanished, in order
+	}{
+		{nil, nil, ""}, // the first discovery: an empty pool, nothing to log
+		{[]string{"ttyUSB0"}, nil, "+serial-ttyUSB0"},
+		{nil, []string{"ttyUSB0"}, "-serial-ttyUSB0"},
+		{[]string{"ttyUSB0"}, nil, "+serial-ttyUSB0"},
+		{[]string{"ttyUSB1"}, nil, "+serial-ttyUSB1"},
+		{nil, []string{"ttyUSB0", "ttyUSB1"}, "-serial-ttyUSB0 -serial-ttyUSB1"},
+		{[]string{"ttyUSB0", "ttyUSB1"}, nil, "+serial-ttyUSB0 +serial-ttyUSB1"},
+		{nil, []string{"ttyUSB1"}, "-serial-ttyUSB1"},
+		{nil, []string{"ttyUSB0"}, "-serial-ttyUSB0"},
+		{[]string{"ttyUSB0"}, nil, "+serial-ttyUSB0"},
+	}
+	for i, s := range steps {
+		for _, n := range s.plug {
+			plug(t, root, n)
+		}
+		for _, n := range s.unplug {
+			unplug(t, root, n)
+		}
+		log.Reset()
+		if _, err := d.Discover(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if got := deviceLines(t, log.Bytes()); got != s.want {
+			t.Errorf("step %d (plugged %v, unplugged %v): logged %q, want %q", i, s.plug, s.unplug, got, s.want)
+		}
+	}
+}
+
+// deviceLines is the "device appeared" and "device vanished" lines of a
+// JSON log as "+id" and "-id", in order.
+func deviceLines(t *testing.T, log []byte) string {
+	var out []string
+	for line := range bytes.Lines(log) {
+		var rec struct{ Msg, Device string }
+		if err := json.Unmarshal(line, &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		switch rec.Msg {
+		case "device appeared":
+			out = append(out, "+"+rec.Device)
+		case "device vanished":
+			out = append(out, "-"+rec.Device)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
 func describeDevices(pools []Pool) string {
 	var out []string
 	for _, p := range pools {
@@ -216,6 +279,59 @@ func TestRunDebouncesABurst(t *testing.T) {
 	}
 }
 
+// A drop-in that does not load is logged once, not again at each
+// discovery the device events of another drop-in run (40 identical WARNs
+// while a terminal flapped for 10 s); once mended it is said once, and
+// broken again it is logged again.
+func TestBrokenDropInLoggedOnce(t *testing.T) {
+	root := ttyRoot(t, 41)
+	confDir := t.TempDir()
+	writeConf(t, confDir, "tty", "generic", "generic-tty", map[string]any{"root": root, "stateDir": t.TempDir(), "num_system_reserved": 40})
+	broken := filepath.Join(confDir, "tty.d", "broken.conf")
+	if err := os.WriteFile(broken, []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var log bytes.Buffer
+	f := newFakeWatcher()
+	d := &Discoverer{ConfDir: confDir, PluginDirs: []string{pluginDir}, Watch: f, Debounce: 10 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &log}, nil))}
+	updates := runDiscoverer(t, d)
+	awaitUpdate(t, updates, func(u Update) bool { return describeDevices(u.Pools) == "tty41" })
+	flap := func() {
+		for range 5 {
+			plug(t, root, "tty42")
+			f.events <- filepath.Join(root, "dev", "tty42")
+			awaitUpdate(t, updates, func(u Update) bool { return describeDevices(u.Pools) == "tty41,tty42" })
+			unplug(t, root, "tty42")
+			f.events <- filepath.Join(root, "dev", "tty42")
+			awaitUpdate(t, updates, func(u Update) bool { return describeDevices(u.Pools) == "tty41" })
+		}
+	}
+	logged := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return log.String()
+	}
+	count := func(msg string) int { return strings.Count(logged(), msg) }
+	flap()
+	if n := count("some drop-ins do not load"); n != 1 {
+		t.Errorf("%d lines for the broken drop-in over 11 discoveries, want 1:\n%s", n, logged())
+	}
+	// Mended, then broken again: each said once, at the next discovery.
+	if err := os.Remove(broken); err != nil {
+		t.Fatal(err)
+	}
+	flap()
+	if err := os.WriteFile(broken, []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	flap()
+	if n, m := count("every drop-in loads again"), count("some drop-ins do not load"); n != 1 || m != 2 {
+		t.Errorf("%d lines mended and %d broken, want 1 and 2:\n%s", n, m, logged())
+	}
+}
+
 // execCounter counts INFO runs by plugin.
 type execCounter struct {
 	mu sync.Mutex
@@ -246,12 +362,16 @@ func (c *execCounter) counts() map[string]int {
 
 // runDiscoverer runs d with a period and a drop-in poll of an hour, so
 // that only device events discover, and returns its updates.
-func runDiscoverer(t *testing.T, d *Discoverer) <-chan Update {
+func runDiscoverer(t *testing.T, d *Discoverer) <-chan Update { return runPolling(t, d, time.Hour) }
+
+// runPolling is runDiscoverer with the drop-ins polled every poll: a
+// drop-in rewritten then discovers every drop-in.
+func runPolling(t *testing.T, d *Discoverer, poll time.Duration) <-chan Update {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	updates := make(chan Update, 100)
-	go func() { defer close(done); d.Run(ctx, time.Hour, time.Hour, func(u Update) { updates <- u }) }()
+	go func() { defer close(done); d.Run(ctx, time.Hour, poll, func(u Update) { updates <- u }) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return updates
 }
@@ -304,6 +424,147 @@ func TestRunWithInotify(t *testing.T) {
 			u := awaitUpdate(t, updates, func(u Update) bool { return describeDevices(u.Pools) == tc.want })
 			t.Logf("%s: discovered after %v (event seen %v after the change)", tc.name, time.Since(start), u.Event.Sub(start))
 		})
+	}
+}
+
+// <root>/dev swapped for a link and back: removing a link tells no watch
+// of it, so the watch stayed on the link's target and the new directory's
+// devices were seen only at the period. Each discovery checks what every
+// watched directory is, watches one that was replaced anew, and never
+// follows a link out of the drop-in's root. With the real inotify.
+func TestWatchFollowsAReplacedDirectory(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// target is the directory dev becomes a link to, and the link's
+		// text, out of root or within it (relative: the plugins refuse a
+		// link that names root's path, which leads out of it in a
+		// container); within says which, and so whether the plugin
+		// offers tty42 there and the link is watched; logged is the line
+		// that says the watch changed.
+		target func(t *testing.T, root string) (dir, link string)
+		within bool
+		logged string
+	}{
+		{"link out of the root", func(t *testing.T, _ string) (string, string) { d := t.TempDir(); return d, d },
+			false, "out of the drop-in's root"},
+		{"link within the root", func(t *testing.T, root string) (string, string) { return filepath.Join(root, "alt"), "alt" },
+			true, "was replaced; watching it anew"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := ttyRoot(t, 41)
+			confDir := t.TempDir()
+			// The drop-in is replaced whole: one seen half-written would
+			// drop its watches, and watch anew what the test must see
+			// watched anew by the check alone.
+			staging := t.TempDir()
+			conf := func(reserved int) {
+				writeConf(t, staging, "tty", "generic", "generic-tty", map[string]any{"root": root, "stateDir": t.TempDir(), "num_system_reserved": reserved})
+				if err := os.MkdirAll(filepath.Join(confDir, "tty.d"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Rename(filepath.Join(staging, "tty.d", "generic.conf"), filepath.Join(confDir, "tty.d", "generic.conf")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			conf(40)
+			w, err := NewInotify()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			var log bytes.Buffer
+			d := &Discoverer{ConfDir: confDir, PluginDirs: []string{pluginDir}, Watch: w, Debounce: 10 * time.Millisecond,
+				Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &log}, nil))}
+			updates := runPolling(t, d, 20*time.Millisecond)
+			awaitUpdate(t, updates, func(u Update) bool { return describeDevices(u.Pools) == "tty41" })
+			dev := filepath.Join(root, "dev")
+
+			// dev becomes a link; a drop-in rewritten discovers after both steps.
+			target, link := tc.target(t, root)
+			if err := os.MkdirAll(target, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(target, "tty42"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.RemoveAll(dev); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(link, dev); err != nil {
+				t.Fatal(err)
+			}
+			conf(39)
+			if tc.within {
+				awaitUpdate(t, updates, func(u Update) bool { return describeDevices(u.Pools) == "tty42" })
+			} else {
+				awaitLine(t, &mu, &log, "resolves to "+target, "dir="+dev)
+			}
+
+			// Back to a directory, which no event tells of: the next
+			// discovery (a drop-in rewritten) must watch it.
+			if err := os.Remove(dev); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(dev, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			plug(t, root, "tty44")
+			conf(40)
+			awaitUpdate(t, updates, func(u Update) bool { return describeDevices(u.Pools) == "tty44" })
+			// Seen by its event (a rescan or the drop-in's poll may see it
+			// too, with no event).
+			plug(t, root, "tty45")
+			awaitUpdate(t, updates, func(u Update) bool { return describeDevices(u.Pools) == "tty44,tty45" && !u.Event.IsZero() })
+			mu.Lock()
+			defer mu.Unlock()
+			if n := strings.Count(log.String(), tc.logged); n != 1 {
+				t.Errorf("%d lines %q, want 1:\n%s", n, tc.logged, log.String())
+			}
+		})
+	}
+}
+
+func TestOutOfRoot(t *testing.T) {
+	root, outside := t.TempDir(), t.TempDir()
+	for _, dir := range []string{"dev/dri", "alt"} {
+		if err := os.MkdirAll(filepath.Join(root, dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for link, target := range map[string]string{"in": "alt", "abs-in": filepath.Join(root, "alt"), "out": outside, "up": "../"} {
+		if err := os.Symlink(target, filepath.Join(root, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		dir, root string
+		out       bool
+	}{
+		{"dev", root, false}, {"dev/dri", root, false}, {"in", root, false}, {"abs-in", root, false},
+		{"out", root, true}, {"up", root, true}, {"missing", root, false}, {"out", "/", false},
+	} {
+		err := outOfRoot(filepath.Join(root, tc.dir), tc.root)
+		if errors.Is(err, errOutOfRoot) != tc.out || (err != nil && !tc.out) {
+			t.Errorf("outOfRoot(%s, %s) = %v, want out of root: %v", tc.dir, tc.root, err, tc.out)
+		}
+	}
+}
+
+// awaitLine waits up to 10 s for a line of log holding every one of parts.
+func awaitLine(t *testing.T, mu *sync.Mutex, log *bytes.Buffer, parts ...string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		text := log.String()
+		mu.Unlock()
+		for line := range strings.Lines(text) {
+			if !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(line, p) }) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no line with %q within 10 s:\n%s", parts, text)
+		}
 	}
 }
 

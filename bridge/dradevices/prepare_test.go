@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -366,5 +367,33 @@ func TestClaimSpecJoinsEnvPerRequest(t *testing.T) {
 	want := map[string]string{"u-0": "[ONE=x URL=a,b]", "u-1": "[ONE=x URL=a,b]", "u-2": "[URL=c]"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("env by device %v, want %v", got, want)
+	}
+}
+
+// A claim's spec file that a full spec directory refuses fails Prepare
+// and leaves nothing there (the CDI library left its temporary file at
+// each attempt, and the kubelet retries a Prepare); with room again, the
+// next Prepare writes it.
+func TestPrepareOnAFullSpecDirectory(t *testing.T) {
+	r := newRig(t, 1)
+	r.cdiDir = exectest.FullDisk(t, func(string) {})
+	r.p = r.preparer(t)
+	c := claim("u1", result{"cdi.local", "n/tty-generic", r.devices[0]})
+	for range 3 {
+		if _, err := r.p.Prepare(context.Background(), c); !errors.Is(err, syscall.ENOSPC) {
+			t.Fatalf("Prepare on a full spec directory: %v, want ENOSPC", err)
+		}
+	}
+	if entries, _ := os.ReadDir(r.cdiDir); len(entries) != 1 || entries[0].Name() != "filler" {
+		t.Errorf("the full spec directory holds %v, want the filler alone", entries)
+	}
+	if err := os.Remove(filepath.Join(r.cdiDir, "filler")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.p.Prepare(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(r.cdiDir); len(entries) != 1 || entries[0].Name() != SpecFile("u1") {
+		t.Errorf("the spec directory holds %v, want the claim's spec alone", entries)
 	}
 }

@@ -183,7 +183,7 @@ func (f *FrontEnd) sharedResources(ctx context.Context, store elected.Store, hos
 func (f *FrontEnd) startSharedController(ctx context.Context, res *resourceslice.DriverResources) *resourceslice.Controller {
 	ctrl, err := resourceslice.StartController(ctx, resourceslice.Options{DriverName: f.driver, KubeClient: f.client, Resources: res,
 		SyncDelay: f.sliceSyncDelay, ErrorHandler: func(_ context.Context, err error, msg string) {
-			f.log.Error("publishing the shared devices' ResourceSlices", "msg", msg, "error", err)
+			f.log.Error("publishing the shared devices' ResourceSlices: "+msg, "error", err)
 		}})
 	if err != nil {
 		f.log.Error("starting the controller of the shared devices' ResourceSlices", "error", err)

@@ -189,8 +189,8 @@ func (n *Node) finish(ctx context.Context, resource, level string, containers []
 	n.reportAllocate(resource, level, ResultOK)
 	slots, devices := granted(containers)
 	// One line per granted call: the operator's answer to "which device
-	// did that pod get".
-	n.log().Info("allocated", "resource", resource, "level", level, "slots", slots, "devices", devices)
+	// did that pod get". Not "level": that key is the record's severity.
+	n.log().Info("allocated", "resource", resource, "resourceLevel", level, "slots", slots, "devices", devices)
 	return resp, nil
 }
 

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,8 @@ import (
 	"github.com/cdiexec/cdi/bridge/discovery"
 	"github.com/cdiexec/cdi/bridge/instance"
 	"github.com/cdiexec/cdi/bridge/internal/testing/kubelettest"
+	"github.com/cdiexec/cdi/bridge/internal/testing/logtest"
+	"github.com/cdiexec/cdi/plugins/exectest"
 )
 
 // hotplugRig is a node over generic-tty on a fixture root of its own,
@@ -30,7 +33,13 @@ type hotplugRig struct {
 }
 
 func startHotplug(t *testing.T, ttys ...int) (*hotplugRig, *kubelettest.Kubelet) {
-	r := &hotplugRig{t: t, root: t.TempDir(), cdiDir: t.TempDir()}
+	return startHotplugIn(t, t.TempDir(), nil, ttys...)
+}
+
+// startHotplugIn is startHotplug with the CDI spec files in cdiDir and
+// the node's log, if not nil, in log.
+func startHotplugIn(t *testing.T, cdiDir string, log *slog.Logger, ttys ...int) (*hotplugRig, *kubelettest.Kubelet) {
+	r := &hotplugRig{t: t, root: t.TempDir(), cdiDir: cdiDir}
 	if err := os.Mkdir(filepath.Join(r.root, "dev"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -49,6 +58,9 @@ func startHotplug(t *testing.T, ttys ...int) (*hotplugRig, *kubelettest.Kubelet)
 		"args": map[string]any{"root": r.root, "stateDir": t.TempDir(), "num_system_reserved": 40, "capacity": 2}}
 	k, n := startNodeWith(t, "tty.d/generic.conf", doc, func(c *Config, d *discovery.Discoverer) {
 		d.Watch, c.CDI = w, cdi
+		if log != nil {
+			c.Logger = log
+		}
 		c.OnDeviceEvent = func(d time.Duration) { r.mu.Lock(); r.took = append(r.took, d); r.mu.Unlock() }
 	})
 	r.n = n
@@ -161,4 +173,52 @@ func TestNodeHotplug(t *testing.T) {
 		t.Error("OnDeviceEvent was never told")
 	}
 	t.Logf("from a device event to the kubelet's list: %v", r.took)
+}
+
+// A spec directory that is full fails every write of the pool's spec
+// file, at every discovery a device flapping makes: the failure is
+// logged once, not once per discovery, and the writes leave nothing in
+// the directory (the CDI library left its temporary file at each: 41
+// after 20 flaps). Once there is room again the file is written, and
+// that is said once.
+func TestFullSpecDirectory(t *testing.T) {
+	var log logtest.Buffer
+	cdiDir := exectest.FullDisk(t, func(string) {})
+	r, k := startHotplugIn(t, cdiDir, log.Logger(), 41)
+	name42 := instance.Name("tty-generic", "tty42", "n1", false)
+	il42 := "cdi.test/" + name42
+	flap := func(times int) {
+		for range times {
+			r.plug(42)
+			waitList(t, k, il42, name42+"-0,"+name42+"-1")
+			r.unplug(42)
+			waitList(t, k, il42, "")
+		}
+	}
+	flap(5)
+	if failed := log.Count("writing CDI spec files"); failed != 1 {
+		t.Errorf("%d lines for the full spec directory over 11 discoveries, want 1:\n%s", failed, log.String())
+	}
+	if got := dirNames(cdiDir); got != "filler" {
+		t.Errorf("the full spec directory holds %s, want the filler alone", got)
+	}
+	if err := os.Remove(filepath.Join(cdiDir, "filler")); err != nil {
+		t.Fatal(err)
+	}
+	flap(1)
+	if got, want := dirNames(cdiDir), cdispec.FilePrefix+"cdi.test-tty-generic.json"; got != want {
+		t.Errorf("the spec directory with room again holds %s, want %s", got, want)
+	}
+	if n := log.Count("writing CDI spec files works again"); n != 1 {
+		t.Errorf("%d lines saying the spec files are written again, want 1:\n%s", n, log.String())
+	}
+}
+
+// dirNames is the names in dir, dot-files too, joined by ",".
+func dirNames(dir string) string {
+	paths, _ := filepath.Glob(filepath.Join(dir, "*"))
+	for i, p := range paths {
+		paths[i] = filepath.Base(p)
+	}
+	return strings.Join(paths, ",")
 }

@@ -110,8 +110,10 @@ type Node struct {
 	poolLevelOnly map[string]bool
 	ready         bool
 	plugins       *deviceplugin.Plugins // set by Run
-	// storeFailure keeps a store outage from logging every refresh.
-	storeFailure logrepeat.Failure
+	// storeFailure keeps a store outage from logging every refresh, and
+	// specFailure a spec directory that cannot be written (a full disk)
+	// from logging every discovery.
+	storeFailure, specFailure logrepeat.Failure
 	// eventAt is, per resource whose list a device event changed and
 	// that has not sent it yet, when the event was seen (OnDeviceEvent).
 	eventAt map[string]time.Time

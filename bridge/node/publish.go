@@ -114,8 +114,10 @@ func (n *Node) writeSpecs(pools []discovery.Pool) map[string]map[string]bool {
 	}
 	named, err := n.cfg.CDI.Sync(kinds)
 	if err != nil {
-		n.log().Error("writing CDI spec files: devices without one go to containers as device nodes, without a CDI name",
-			"dir", n.cfg.CDI.Path(), "error", err)
+		n.specFailure.Failed(n.log(), "writing CDI spec files: devices without one go to containers as device nodes, without a CDI name",
+			err, "dir", n.cfg.CDI.Path())
+	} else {
+		n.specFailure.Succeeded(n.log(), "writing CDI spec files works again", "dir", n.cfg.CDI.Path())
 	}
 	return named
 }

@@ -41,19 +41,16 @@ func startSlices(ctx context.Context, o *options, api *kubeAccess, log *slog.Log
 // startDRA starts the DRA front end over slices, the node's slice
 // controller (startSlices), or returns nil when that is nil: DRA is off.
 // It stops when ctx ends; onFatal is told of an error its kubelet plugin
-// cannot recover from. store is the node's Instance store, podResources
-// the kubelet's PodResources API (nil: off); m gets its checkpoint's
-// fate, its claims and its devices.
-func startDRA(ctx context.Context, o *options, api *kubeAccess, slices *dra.NodeSlices, store instance.Store, podResources reclaim.Lister,
+// cannot recover from. store is the node's Instance store, cdiDir its
+// CDI spec directory (the node's files and the claims' share it: a
+// second Open could remove a write of the first's under way),
+// podResources the kubelet's PodResources API (nil: off); m gets its
+// checkpoint's fate, its claims and its devices.
+func startDRA(ctx context.Context, o *options, api *kubeAccess, slices *dra.NodeSlices, store instance.Store, cdiDir *cdispec.Dir,
+	podResources reclaim.Lister,
 	m *metrics.Metrics, log *slog.Logger, onFatal func(error)) (*drafront.FrontEnd, error) {
 	if slices == nil {
 		return nil, nil
-	}
-	// A directory of its own: a cdispec.Dir is not safe for concurrent
-	// use, and the node's writes its pools' files from discovery.
-	cdiDir, err := cdispec.Open(o.cdiSpecDir, o.domain)
-	if err != nil {
-		return nil, fmt.Errorf("--cdi-spec-dir, --domain: %w", err)
 	}
 	log.Info("DRA pools", "pools", o.draPools)
 	front, err := drafront.Start(ctx, drafront.Config{NodeName: o.nodeName, Driver: o.domain, Client: api.client, CDI: cdiDir,

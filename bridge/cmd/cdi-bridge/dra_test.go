@@ -60,7 +60,7 @@ func TestStartDRARefuses(t *testing.T) {
 		if slices != nil || err != nil {
 			t.Errorf("startSlices without --dra-pools = %v, %v", slices, err)
 		}
-		if front, err := startDRA(t.Context(), o, api, slices, nil, nil, metrics.New("test"), log, func(error) {}); front != nil || err != nil {
+		if front, err := startDRA(t.Context(), o, api, slices, nil, nil, nil, metrics.New("test"), log, func(error) {}); front != nil || err != nil {
 			t.Errorf("startDRA without --dra-pools = %v, %v", front, err)
 		}
 	})

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -141,5 +142,59 @@ func TestResolveKube(t *testing.T) {
 				t.Errorf("chooseStore = %q, %v; want %q", kind, err, tc.wantStore)
 			}
 		})
+	}
+}
+
+// A flag given empty takes its documented default: the README's
+// --node-name "$NODE_NAME", on a machine without the variable, said the
+// node name was empty and the host name unknown, though --help showed
+// the host name as the default. A flag whose help says what its empty
+// value does keeps it.
+func TestEmptyFlagsTakeTheirDefaults(t *testing.T) {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		t.Skipf("no host name here: %v", err)
+	}
+	for _, tc := range []struct {
+		nodeNameEnv, want string
+	}{{"", host}, {"n7", "n7"}} {
+		t.Run("NODE_NAME="+tc.nodeNameEnv, func(t *testing.T) {
+			t.Setenv("NODE_NAME", tc.nodeNameEnv)
+			o, err := parseFlags([]string{"--node-name", "", "--conf-dir", "", "--cdi-spec-dir", "", "--domain", "",
+				"--metrics-address", "", "--pod-resources-socket", "", "--leader-election-lease", "", "--kubeconfig", ""})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := []string{o.nodeName, o.confDir, o.cdiSpecDir, o.domain, o.metricsAddr, o.podResources, o.leaseName, o.kubeconfig}
+			want := []string{tc.want, "/etc/cdi", "/var/run/cdi", "cdi.local", "", "", "", ""}
+			if !slices.Equal(got, want) {
+				t.Errorf("options %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// Which flags keep an empty value is what their help says: the list in
+// emptyIsDefault and the help text must not drift apart.
+func TestEmptyMeaningIsInTheHelp(t *testing.T) {
+	fs := flagSet(&options{})
+	var args []string
+	fs.VisitAll(func(f *flag.Flag) {
+		if _, isString := f.Value.(flag.Getter).Get().(string); isString && f.DefValue != "" {
+			args = append(args, "--"+f.Name+"=")
+		}
+	})
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	emptyIsDefault(fs)
+	fs.Visit(func(f *flag.Flag) {
+		kept := f.Value.String() == ""
+		if says := strings.Contains(f.Usage, "empty"); kept != says {
+			t.Errorf("--%s given empty is %q; its help (%q) says what empty does: %v", f.Name, f.Value, f.Usage, says)
+		}
+	})
+	if len(args) < 10 {
+		t.Errorf("only %d string flags with a default: %v", len(args), args)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -43,6 +44,7 @@ type bridge struct {
 	cmd     *exec.Cmd
 	kubelet *kubelettest.Kubelet
 	dpDir   string
+	confDir string // --conf-dir
 	cdiDir  string // --cdi-spec-dir
 	// addr is the address --metrics-address bound, read from the log.
 	addr chan string
@@ -68,7 +70,7 @@ func startBridgeOver(t *testing.T, root string) *bridge {
 		t.Fatal(err)
 	}
 	t.Cleanup(k.Stop)
-	b := &bridge{kubelet: k, dpDir: dpDir, cdiDir: t.TempDir(), addr: make(chan string, 1)}
+	b := &bridge{kubelet: k, dpDir: dpDir, confDir: confDir, cdiDir: t.TempDir(), addr: make(chan string, 1)}
 	b.cmd = exec.Command(filepath.Join(binDir, "cdi-bridge"), "--conf-dir", confDir, "--plugin-path", binDir, "--node-name", "n1",
 		"--device-plugin-dir", dpDir, "--domain", "cdi.test", "--local-store", filepath.Join(t.TempDir(), "i.json"),
 		"--metrics-address", "127.0.0.1:0", "--cdi-spec-dir", b.cdiDir)
@@ -91,6 +93,14 @@ type logWatcher struct {
 	pending []byte
 	mu      sync.Mutex
 	lines   []map[string]any
+	raw     [][]byte // every line as written
+}
+
+// rawLines returns every line logged so far, as written.
+func (w *logWatcher) rawLines() [][]byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.raw)
 }
 
 // records returns the log records so far whose msg is msg.
@@ -115,6 +125,9 @@ func (w *logWatcher) Write(p []byte) (int, error) {
 			return len(p), nil
 		}
 		w.pending = rest
+		w.mu.Lock()
+		w.raw = append(w.raw, bytes.Clone(line))
+		w.mu.Unlock()
 		var record map[string]any
 		if json.Unmarshal(line, &record) == nil {
 			w.mu.Lock()
@@ -143,7 +156,7 @@ func TestLogIsReadable(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	a := allocated[0]
-	if a["resource"] != pool || a["level"] != "configuration" || len(a["slots"].([]any)) != 1 || len(a["devices"].([]any)) != 1 {
+	if a["resource"] != pool || a["resourceLevel"] != "configuration" || len(a["slots"].([]any)) != 1 || len(a["devices"].([]any)) != 1 {
 		t.Errorf("allocated line %v, want the pool, its level, one slot and one device", a)
 	}
 	reclaim := b.log.records("slot reclaim")

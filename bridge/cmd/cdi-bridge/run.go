@@ -63,11 +63,30 @@ type options struct {
 var errUsage = errors.New("usage")
 
 func parseFlags(args []string) (*options, error) {
+	o := &options{}
+	fs := flagSet(o)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("%w: unexpected argument %q: cdi-bridge takes flags only", errUsage, fs.Arg(0))
+	}
+	emptyIsDefault(fs)
+	if o.nodeName == "" {
+		return nil, fmt.Errorf("%w: --node-name is empty, NODE_NAME is not set and the host name is unknown: pass --node-name with this node's name", errUsage)
+	}
+	return o, nil
+}
+
+// flagSet is cdi-bridge's flags, parsed into o.
+func flagSet(o *options) *flag.FlagSet {
 	host, _ := os.Hostname()
 	if v := os.Getenv("NODE_NAME"); v != "" {
 		host = v
 	}
-	o := &options{}
 	fs := flag.NewFlagSet("cdi-bridge", flag.ContinueOnError)
 	fs.StringVar(&o.confDir, "conf-dir", "/etc/cdi", "drop-in directories, colon-separated, read in order: <dir>/<type>.d/*.conf")
 	fs.StringVar(&o.pluginPath, "plugin-path", invoke.DefaultPluginDir, "plugin binaries, a colon-separated search path")
@@ -103,22 +122,26 @@ func parseFlags(args []string) (*options, error) {
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "cdi-bridge offers this node's CDI plugin devices to the kubelet as device plugins, one per device\n"+
 			"and one per pool, and keeps every device's usage slots in an Instance store (the Kubernetes API, or\n"+
-			"a local file).\n\nUsage: cdi-bridge [flags]\n\nFlags:\n")
+			"a local file).\n\nUsage: cdi-bridge [flags]\n\nFlags (one given empty takes its default, unless it says what empty does):\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, err
+	return fs
+}
+
+// emptyIsDefault gives every flag that was set to "" its default, unless
+// its empty value means something of its own (turns a part off): a
+// command line such as --node-name "$NODE_NAME", with the variable unset
+// on a fresh machine, means the default, not a node without a name.
+func emptyIsDefault(fs *flag.FlagSet) {
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "metrics-address", "pod-resources-socket", "leader-election-lease":
+			return // empty turns it off
 		}
-		return nil, fmt.Errorf("%w: %w", errUsage, err)
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("%w: unexpected argument %q: cdi-bridge takes flags only", errUsage, fs.Arg(0))
-	}
-	if o.nodeName == "" {
-		return nil, errors.New("--node-name is empty and the host name unknown")
-	}
-	return o, nil
+		if f.Value.String() == "" && f.DefValue != "" {
+			_ = f.Value.Set(f.DefValue) // a string flag's Set takes any value
+		}
+	})
 }
 
 func run(ctx context.Context, args []string) error {
@@ -160,7 +183,14 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	front, err := startDRA(ctx, o, api, slices, store, podResources, m, log, fail)
+	// One Dir for the node's files and the DRA claims': opening one
+	// removes what an earlier run's writes left, which a second would
+	// take the first's writes under way for.
+	cdiDir, err := openCDI(o, log)
+	if err != nil {
+		return err
+	}
+	front, err := startDRA(ctx, o, api, slices, store, cdiDir, podResources, m, log, fail)
 	if err != nil {
 		return err
 	}
@@ -175,10 +205,6 @@ func run(ctx context.Context, args []string) error {
 	defer stopElected()
 	if removed, err := deviceplugin.RemoveStaleSockets(o.dpDir, o.domain); err != nil || len(removed) > 0 {
 		log.Info("removed sockets no process serves, left by a bridge that was killed", "count", len(removed), "error", err)
-	}
-	cdiDir, err := openCDI(o, log)
-	if err != nil {
-		return err
 	}
 	disc := &discovery.Discoverer{ConfDir: o.confDir, PluginDirs: invoke.SplitPath(o.pluginPath), Timeout: o.execTimeout,
 		MaxDevices: o.maxDevices, OnExec: m.Exec, Logger: log, Watch: deviceWatch(o, log), Debounce: o.watchDebounce}

@@ -79,6 +79,9 @@ func buildBridgeAt(t *testing.T, commit string) string {
 // upgrade; once all are new, the Instance carries its pool label and no
 // node names in spec.nodes, and a slot freed reaches another node.
 func TestUpgradeFromPreviousRelease(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping with -short: builds the previous release and starts a kube-apiserver")
+	}
 	old := buildBridgeAt(t, previousRelease)
 	current := filepath.Join(binDir, "cdi-bridge")
 	env := apitest.StartWithInstances(t, apitest.Options{})

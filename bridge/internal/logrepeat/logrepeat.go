@@ -5,6 +5,7 @@
 package logrepeat
 
 import (
+	"context"
 	"log/slog"
 	"sync"
 	"time"
@@ -32,6 +33,16 @@ type Failure struct {
 // Failed logs err at ERROR with msg and args when it is new or Every has
 // passed since it was last logged; else it counts it.
 func (f *Failure) Failed(log *slog.Logger, msg string, err error, args ...any) {
+	f.failed(log, slog.LevelError, msg, err, args)
+}
+
+// Warned is Failed at WARN: for a failure that leaves the rest working,
+// such as a drop-in skipped.
+func (f *Failure) Warned(log *slog.Logger, msg string, err error, args ...any) {
+	f.failed(log, slog.LevelWarn, msg, err, args)
+}
+
+func (f *Failure) failed(log *slog.Logger, level slog.Level, msg string, err error, args []any) {
 	f.mu.Lock()
 	now := f.now()
 	text := err.Error()
@@ -50,7 +61,7 @@ func (f *Failure) Failed(log *slog.Logger, msg string, err error, args ...any) {
 	if repeats > 0 {
 		args = append(args, "repeatedSinceLastLog", repeats)
 	}
-	log.Error(msg, args...)
+	log.Log(context.Background(), level, msg, args...)
 }
 
 // Succeeded logs msg at INFO once after a failure; otherwise nothing.
@@ -76,4 +87,43 @@ func (f *Failure) now() time.Time {
 		return f.Now()
 	}
 	return time.Now()
+}
+
+// Failures is a Failure per key, for a loop that meets many things that
+// each fail on their own (the drop-ins of a discovery). The zero value
+// logs with DefaultEvery; it is safe for concurrent use.
+type Failures[K comparable] struct {
+	// Every and Now are each Failure's.
+	Every time.Duration
+	Now   func() time.Time
+
+	mu    sync.Mutex
+	byKey map[K]*Failure
+}
+
+// Of is key's Failure, made on first use.
+func (fs *Failures[K]) Of(key K) *Failure {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if fs.byKey == nil {
+		fs.byKey = map[K]*Failure{}
+	}
+	f, ok := fs.byKey[key]
+	if !ok {
+		f = &Failure{Every: fs.Every, Now: fs.Now}
+		fs.byKey[key] = f
+	}
+	return f
+}
+
+// Retain forgets the Failures of the keys keep refuses: things gone,
+// which fail no more, and which, should they come back failing, are new.
+func (fs *Failures[K]) Retain(keep func(K) bool) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	for k := range fs.byKey {
+		if !keep(k) {
+			delete(fs.byKey, k)
+		}
+	}
 }

@@ -20,6 +20,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/cdiexec/cdi/plugins/exectest"
 )
 
 // AdminUser is the identity of Env.Config, in system:masters.
@@ -91,10 +93,14 @@ type Env struct {
 
 // Start runs a server for the test and stops it when the test ends. When
 // etcd or the Go toolchain is missing, it fails the test if the CI
-// environment variable is set, and skips it otherwise. Logs are kept, and
-// their paths printed, when the test fails.
+// environment variable is set, and skips it otherwise. With -short it
+// skips at once: the quick run builds no kube-apiserver. Logs are kept,
+// and their paths printed, when the test fails.
 func Start(tb testing.TB, opts Options) *Env {
 	tb.Helper()
+	if testing.Short() {
+		tb.Skip("skipping with -short: needs etcd and a kube-apiserver (make test runs it)")
+	}
 	ctx := context.Background()
 	if d, ok := tb.(interface{ Deadline() (time.Time, bool) }); ok {
 		if deadline, ok := d.Deadline(); ok {
@@ -129,8 +135,9 @@ func Start(tb testing.TB, opts Options) *Env {
 }
 
 // MustRun reports whether a missing program must fail the tests rather
-// than skip them: when the CI environment variable is set.
-func MustRun() bool { return os.Getenv("CI") != "" }
+// than skip them: when the CI environment variable is set, unless the
+// tests run with -short (exectest.MustRun).
+func MustRun() bool { return exectest.MustRun() }
 
 // Run starts etcd and a kube-apiserver and returns once the apiserver is
 // ready; ctx bounds the build and the start. The caller calls Stop. When

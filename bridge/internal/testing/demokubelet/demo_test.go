@@ -10,6 +10,9 @@ import (
 // must succeed and show both of the bridge's allocations, and the CDI
 // spec file that resolves the GPU's name to its device nodes.
 func TestDemo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipping with -short: make demo builds every binary anew")
+	}
 	if _, err := exec.LookPath("make"); err != nil {
 		t.Skip("the demo installs with make, which is not on the PATH")
 	}

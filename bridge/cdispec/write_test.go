@@ -1,0 +1,77 @@
+package cdispec
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+
+	"github.com/cdiexec/cdi/plugins/exectest"
+	"github.com/cdiexec/cdi/spec"
+)
+
+// Open removes the staging directories of its vendor that a killed write
+// left, and nothing else: not another vendor's, not a file or a link
+// named like one of its own, not another producer's temporary file.
+func TestOpenRemovesDebris(t *testing.T) {
+	dir, elsewhere := t.TempDir(), t.TempDir()
+	d := &Dir{path: dir, vendor: "cdi.test"}
+	other := &Dir{path: dir, vendor: "cdi.test-other"}
+	ours := filepath.Join(dir, d.stagingPrefix()+"123")
+	for _, p := range []string{ours, filepath.Join(dir, other.stagingPrefix()+"456")} {
+		if err := os.Mkdir(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(p, "spec.1.tmp"), []byte("{"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, data := range map[string]string{"spec.2.tmp": "{", d.stagingPrefix() + "file": "", "keep": "x"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(elsewhere, "keep"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, filepath.Join(dir, d.stagingPrefix()+"link")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(dir, "cdi.test"); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{other.stagingPrefix() + "456", d.stagingPrefix() + "file", d.stagingPrefix() + "link", "keep", "spec.2.tmp"}
+	if names := list(t, dir); !slices.Equal(names, sorted(want)) {
+		t.Errorf("after Open: %v, want %v", names, want)
+	}
+	if _, err := os.Stat(filepath.Join(elsewhere, "keep")); err != nil {
+		t.Errorf("the link's target: %v", err)
+	}
+}
+
+// On a full disk a write fails with ENOSPC, the same text each time (the
+// node logs a failure once per distinct text), and leaves nothing.
+func TestWriteOnAFullDisk(t *testing.T) {
+	dir := exectest.FullDisk(t, func(string) {})
+	d, err := Open(dir, "cdi.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kind := Kind{Vendor: "cdi.test", Class: "tty", Devices: []Device{{Name: "tty1", Nodes: []spec.DeviceNode{nullNode}}}}
+	var texts []string
+	for range 3 {
+		_, err := d.Sync([]Kind{kind})
+		if !errors.Is(err, syscall.ENOSPC) {
+			t.Fatalf("Sync on a full disk: %v, want ENOSPC", err)
+		}
+		texts = append(texts, err.Error())
+	}
+	if len(slices.Compact(slices.Clone(texts))) != 1 {
+		t.Errorf("the same failure reads differently: %q", texts)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 || entries[0].Name() != "filler" {
+		t.Errorf("the full directory holds %v, want the filler alone", entries)
+	}
+}
