@@ -198,3 +198,91 @@ func TestEmptyMeaningIsInTheHelp(t *testing.T) {
 		t.Errorf("only %d string flags with a default: %v", len(args), args)
 	}
 }
+
+// flagTable is a document's flag reference: the flags of each group,
+// in the order of the groups.
+type flagTable struct {
+	titles []string
+	flags  map[string][]string // by group title, sorted
+}
+
+// referenceTables reads bridge/README.md's "## Flags" section: a "###"
+// heading per group, a table row per flag ("| `--name` | ...").
+func referenceTables(text string) flagTable {
+	t := flagTable{flags: map[string][]string{}}
+	_, section, _ := strings.Cut(text, "\n## Flags\n")
+	section, _, _ = strings.Cut(section, "\n## ")
+	title := ""
+	for line := range strings.Lines(section) {
+		switch {
+		case strings.HasPrefix(line, "### "):
+			title = strings.TrimSpace(strings.TrimPrefix(line, "### "))
+			t.titles = append(t.titles, title)
+		case strings.HasPrefix(line, "| `--"):
+			name, _, _ := strings.Cut(strings.TrimPrefix(line, "| `--"), "`")
+			t.flags[title] = append(t.flags[title], name)
+		}
+	}
+	for _, names := range t.flags {
+		slices.Sort(names)
+	}
+	return t
+}
+
+// helpTables reads --help's groups, after its head (usageHead): a line
+// "<title>:" per group, then a line "  -name ..." per flag.
+func helpTables(help string) flagTable {
+	t := flagTable{flags: map[string][]string{}}
+	title := ""
+	groups, _ := strings.CutPrefix(help, usageHead)
+	for line := range strings.Lines(groups) {
+		switch {
+		case strings.HasPrefix(line, "  -"):
+			name, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "-"), " ")
+			t.flags[title] = append(t.flags[title], name)
+		case strings.HasSuffix(line, ":\n") && !strings.HasPrefix(line, " "):
+			title = strings.TrimSuffix(line, ":\n")
+			t.titles = append(t.titles, title)
+		}
+	}
+	for _, names := range t.flags {
+		slices.Sort(names)
+	}
+	return t
+}
+
+// The operator's flag reference (bridge/README.md) and --help name the
+// same flags in the same groups, in the same order, and every flag
+// cdi-bridge defines is in one group: a flag added, renamed or moved in
+// one must be in the other.
+func TestFlagReferenceIsTheHelp(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var help strings.Builder
+	fs := flagSet(&options{})
+	fs.SetOutput(&help)
+	fs.Usage()
+	ref, got := referenceTables(string(doc)), helpTables(help.String())
+	if !slices.Equal(ref.titles, got.titles) {
+		t.Errorf("groups: bridge/README.md has %q, --help %q", ref.titles, got.titles)
+	}
+	all := 0
+	for _, title := range got.titles {
+		all += len(got.flags[title])
+		if !slices.Equal(ref.flags[title], got.flags[title]) {
+			t.Errorf("group %q: bridge/README.md has %q, --help %q", title, ref.flags[title], got.flags[title])
+		}
+	}
+	defined := 0
+	fs.VisitAll(func(*flag.Flag) { defined++ })
+	if all != defined || defined < 30 {
+		t.Errorf("--help lists %d flags in its groups; cdi-bridge defines %d", all, defined)
+	}
+	for _, frontEnd := range []string{"device plugins", "DRA"} {
+		if head, _, _ := strings.Cut(help.String(), "Usage:"); !strings.Contains(head, frontEnd) {
+			t.Errorf("--help's first lines do not name the front end %q:\n%s", frontEnd, head)
+		}
+	}
+}

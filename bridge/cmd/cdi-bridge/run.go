@@ -24,126 +24,6 @@ import (
 	"github.com/cdiexec/cdi/spec/invoke"
 )
 
-type options struct {
-	confDir, pluginPath, nodeName, dpDir, domain, metricsAddr, logLevel string
-	execTimeout, discoveryPeriod                                        time.Duration
-	// The Instance store.
-	store, statePath, kubeconfig, namespace string
-	// The Lease electing the bridge that does the cluster's jobs
-	// (bridge/elected; kube store only); empty turns them off.
-	leaseName string
-	// Slot reclaim; an empty podResources turns it off.
-	podResources               string
-	reclaimGrace, reclaimEvery time.Duration
-	// CDI spec files, and CDI names in Allocate responses.
-	cdiSpecDir string
-	cdiNames   bool
-	maxDevices int
-	// maxInstanceLevel: bigger pools get no Instance-level resources.
-	maxInstanceLevel int
-	// storeStaleLimit: /healthz fails past it.
-	storeStaleLimit time.Duration
-	// watchDevices: discover on device directory events, debounced.
-	watchDevices  bool
-	watchDebounce time.Duration
-	// The DRA front end: the pools it serves (none: off), its checkpoint,
-	// and the kubelet's directories.
-	draPools, draCheckpoint, draPluginDir, draRegistrarDir string
-	// brokerNamespaces: those whose Brokers the elected bridge acts on;
-	// none turns Brokers off.
-	brokerNamespaces string
-	// podUID, the bridge's pod's, lets the DRA driver of the next pod of
-	// a rolling update register beside this one's.
-	podUID  string
-	version bool
-}
-
-// errUsage is wrapped by the errors of a command line that does not parse;
-// main exits 2 for them, before anything starts.
-var errUsage = errors.New("usage")
-
-func parseFlags(args []string) (*options, error) {
-	o := &options{}
-	fs := flagSet(o)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("%w: %w", errUsage, err)
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("%w: unexpected argument %q: cdi-bridge takes flags only", errUsage, fs.Arg(0))
-	}
-	emptyIsDefault(fs)
-	if o.nodeName == "" {
-		return nil, fmt.Errorf("%w: --node-name is empty, NODE_NAME is not set and the host name is unknown: pass --node-name with this node's name", errUsage)
-	}
-	return o, nil
-}
-
-// flagSet is cdi-bridge's flags, parsed into o.
-func flagSet(o *options) *flag.FlagSet {
-	host, _ := os.Hostname()
-	if v := os.Getenv("NODE_NAME"); v != "" {
-		host = v
-	}
-	fs := flag.NewFlagSet("cdi-bridge", flag.ContinueOnError)
-	fs.StringVar(&o.confDir, "conf-dir", "/etc/cdi", "drop-in directories, colon-separated, read in order: <dir>/<type>.d/*.conf")
-	fs.StringVar(&o.pluginPath, "plugin-path", invoke.DefaultPluginDir, "plugin binaries, a colon-separated search path")
-	fs.StringVar(&o.nodeName, "node-name", host, "this node's name, as the Instances record it: $NODE_NAME, else the host name")
-	fs.StringVar(&o.dpDir, "device-plugin-dir", "/var/lib/kubelet/device-plugins", "the kubelet's device-plugin directory, holding kubelet.sock")
-	fs.StringVar(&o.domain, "domain", "cdi.local", "resource domain: resources are <domain>/<pool> and <domain>/<instance>")
-	fs.StringVar(&o.store, "store", storeAuto, "instance store: kube (Instance objects in the API), local (a file on this node), or auto: kube when --kubeconfig is set or in a pod, else local")
-	fs.StringVar(&o.statePath, "local-store", "/var/lib/cdi/bridge/instances.json", "the local store's file")
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file for the kube store (default: the pod's in-cluster configuration)")
-	fs.StringVar(&o.namespace, "namespace", defaultNamespace(), "namespace of the Instance objects: $POD_NAMESPACE, else the service account's, else cdi-system")
-	fs.StringVar(&o.leaseName, "leader-election-lease", elected.DefaultLease, "Lease in --namespace electing the one bridge that does the cluster's jobs: clearing the claims of deleted Nodes, deleting the Instances no node sees, publishing the DRA pools' shared devices, the Brokers (kube store only); empty turns them off")
-	fs.StringVar(&o.podResources, "pod-resources-socket", "/var/lib/kubelet/pod-resources/kubelet.sock", "the kubelet's PodResources socket, for slot reclaim; empty turns reclaim off")
-	fs.DurationVar(&o.reclaimGrace, "reclaim-grace", reclaim.DefaultGrace, "how long a claimed slot may be held by no container before it is released")
-	fs.DurationVar(&o.reclaimEvery, "reclaim-period", 30*time.Second, "how often slot reclaim asks the kubelet which slots containers hold")
-	fs.StringVar(&o.cdiSpecDir, "cdi-spec-dir", "/var/run/cdi", "where the CDI spec files naming this node's devices are written: a directory the container runtime reads CDI specs from")
-	fs.BoolVar(&o.cdiNames, "cdi-names", true, "name devices by CDI in Allocate responses, from spec files in --cdi-spec-dir; false writes no spec file and gives every device node as a device spec, for runtimes without CDI (containerd 1.7's default)")
-	fs.BoolVar(&o.version, "version", false, "print cdi-bridge's build and exit")
-	fs.IntVar(&o.maxDevices, "max-devices-per-drop-in", discovery.DefaultMaxDevices, "devices served from one drop-in at most (with the Kubernetes store, at most 5000: what a Presence lists); the rest, in id order, are refused with an error")
-	fs.IntVar(&o.maxInstanceLevel, "max-instance-level-devices", node.DefaultMaxInstanceLevel, "a pool of more devices than this is offered at the Configuration level only, with no resource per device (each is a kubelet registration, a socket and a resource in the Node's status); 0 is no limit")
-	fs.StringVar(&o.metricsAddr, "metrics-address", ":8089", "address serving /metrics, /healthz and /readyz; empty turns it off")
-	fs.DurationVar(&o.storeStaleLimit, "store-stale-limit", 10*time.Minute, "how long the instance store may be behind the API server before /healthz fails and the kubelet restarts the bridge; 0 never")
-	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.DurationVar(&o.execTimeout, "exec-timeout", 30*time.Second, "bound on each plugin run, ADD included (the kubelet gives Allocate none)")
-	fs.DurationVar(&o.discoveryPeriod, "discovery-period", time.Minute, "how often INFO runs (drop-in changes are noticed within a second, device changes within --watch-debounce with --watch-devices)")
-	fs.BoolVar(&o.watchDevices, "watch-devices", true, "watch the drop-ins' device directories (<root>/dev and where their devices live) with inotify and run INFO for the drop-ins a change concerns; false leaves device changes to --discovery-period")
-	fs.DurationVar(&o.watchDebounce, "watch-debounce", discovery.DefaultDebounce, "how long to wait after a device event for more before running INFO, so that a burst is one INFO per drop-in")
-	fs.StringVar(&o.draPools, "dra-pools", "", "pools served through DRA (ResourceSlices, the driver named --domain) instead of device plugins, comma-separated, e.g. gpu-drm; a pool takes the other pools of its drop-in with it. Empty: DRA off")
-	fs.StringVar(&o.draCheckpoint, "dra-checkpoint", "/var/lib/cdi/bridge/dra-claims.json", "the file recording the claims prepared through DRA, so that they can be unprepared after a restart")
-	fs.StringVar(&o.draPluginDir, "dra-plugin-dir", "", "directory of the DRA driver's socket (default /var/lib/kubelet/plugins/<domain>)")
-	fs.StringVar(&o.draRegistrarDir, "dra-registrar-dir", "/var/lib/kubelet/plugins_registry", "the kubelet's plugin registration directory, for the DRA driver")
-	fs.StringVar(&o.brokerNamespaces, "broker-namespaces", "", "namespaces, comma-separated, whose Brokers (bridge/broker) the bridge elected on --leader-election-lease acts on, making their Jobs and Deployments there; empty: Brokers off")
-	fs.StringVar(&o.podUID, "pod-uid", "", "the UID of the bridge's pod (the downward API's metadata.uid): with --dra-pools, the DRA driver registers under the pod's own socket names, so that the next pod of a DaemonSet update (maxSurge) serves beside it until it stops (kubelet 1.33 or later); empty: one registration, replaced at a restart")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "cdi-bridge offers this node's CDI plugin devices to the kubelet as device plugins, one per device\n"+
-			"and one per pool, and keeps every device's usage slots in an Instance store (the Kubernetes API, or\n"+
-			"a local file).\n\nUsage: cdi-bridge [flags]\n\nFlags (one given empty takes its default, unless it says what empty does):\n")
-		fs.PrintDefaults()
-	}
-	return fs
-}
-
-// emptyIsDefault gives every flag that was set to "" its default, unless
-// its empty value means something of its own (turns a part off): a
-// command line such as --node-name "$NODE_NAME", with the variable unset
-// on a fresh machine, means the default, not a node without a name.
-func emptyIsDefault(fs *flag.FlagSet) {
-	fs.Visit(func(f *flag.Flag) {
-		switch f.Name {
-		case "metrics-address", "pod-resources-socket", "leader-election-lease":
-			return // empty turns it off
-		}
-		if f.Value.String() == "" && f.DefValue != "" {
-			_ = f.Value.Set(f.DefValue) // a string flag's Set takes any value
-		}
-	})
-}
-
 func run(ctx context.Context, args []string) error {
 	o, err := parseFlags(args)
 	if errors.Is(err, flag.ErrHelp) {
@@ -161,80 +41,128 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	log.Info("starting", "version", buildinfo.Version(), "node", o.nodeName, "confDir", o.confDir, "pluginPath", o.pluginPath, "domain", o.domain)
-	api, err := resolveKube(o)
-	if err != nil {
-		return err
-	}
-	slices, err := startSlices(ctx, o, api, log)
-	if err != nil {
-		return err
-	}
-	if slices != nil {
-		defer slices.Stop()
-	}
-	store, err := openStore(ctx, o, api, log)
-	if err != nil {
-		return err
-	}
 	ctx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
-	m := metrics.New(buildinfo.Version())
-	podResources, err := dialPodResources(ctx, o, log)
+	b, err := setUp(ctx, o, log, fail)
+	defer b.stop()
 	if err != nil {
 		return err
 	}
-	// One Dir for the node's files and the DRA claims': opening one
-	// removes what an earlier run's writes left, which a second would
-	// take the first's writes under way for.
-	cdiDir, err := openCDI(o, log)
-	if err != nil {
-		return err
-	}
-	front, err := startDRA(ctx, o, api, slices, store, cdiDir, podResources, m, log, fail)
-	if err != nil {
-		return err
-	}
-	jobs, err := electedJobs(o, api, store, front, log)
-	if err != nil {
-		return err
-	}
-	stopElected, err := startElected(ctx, o, api, store, jobs, log)
-	if err != nil {
-		return err
-	}
-	defer stopElected()
-	if removed, err := deviceplugin.RemoveStaleSockets(o.dpDir, o.domain); err != nil || len(removed) > 0 {
-		log.Info("removed sockets no process serves, left by a bridge that was killed", "count", len(removed), "error", err)
-	}
-	disc := &discovery.Discoverer{ConfDir: o.confDir, PluginDirs: invoke.SplitPath(o.pluginPath), Timeout: o.execTimeout,
-		MaxDevices: o.maxDevices, OnExec: m.Exec, Logger: log, Watch: deviceWatch(o, log), Debounce: o.watchDebounce}
-	m.SkippedDropIns(func() int { return len(disc.Skipped()) })
-	m.SkippedDevices(disc.SkippedDevices)
-	stale := staleness(store)
-	m.StoreStale(func() time.Time { since, _ := stale(); return since })
-	n := newNode(o, store, cdiDir, m, log)
-	startReclaim(ctx, o, n, podResources, log)
-	if o.metricsAddr != "" {
-		h := readiness{n: n, disc: disc, stale: stale, staleLimit: o.storeStaleLimit}
-		if front != nil {
-			h.dra = front.Registered
-		}
-		if err := serveHTTP(ctx, o.metricsAddr, h, m, log); err != nil {
-			return err
-		}
-	}
-	fronts := frontEnds{node: n, dra: front, draPools: drafront.ParsePools(o.draPools)}
-	disc.Keep = fronts.holds
-	served := make(chan error, 1)
-	go func() { served <- n.Run(ctx) }()
-	log.Info("discovering devices", "period", o.discoveryPeriod)
-	disc.Run(ctx, o.discoveryPeriod, time.Second, fronts.publish(ctx))
-	err = <-served
+	err = b.serve(ctx)
 	if cause := context.Cause(ctx); err == nil && cause != nil && !errors.Is(cause, context.Canceled) {
 		err = cause // the DRA kubelet plugin failed
 	}
 	log.Info("stopped")
 	return err
+}
+
+// parts is cdi-bridge's parts as the flags set them up (setUp), until
+// they serve (serve).
+type parts struct {
+	o            *options
+	log          *slog.Logger
+	m            *metrics.Metrics
+	api          *kubeAccess // nil without the Kubernetes API
+	store        instance.Store
+	podResources reclaim.Lister     // nil: off
+	cdiDir       *cdispec.Dir       // nil: --cdi-names=false
+	front        *drafront.FrontEnd // nil: DRA off
+	stops        []func()           // in the order they were started
+}
+
+// setUp starts, in the order each needs the last, what serving the
+// node's devices rests on: the client configuration, the node's slice
+// controller (as early as it can: its start takes a second), the
+// Instance store, the kubelet's PodResources API, the CDI spec
+// directory, the DRA front end and the elected bridge's candidate. fail
+// is told of an error the DRA kubelet plugin cannot recover from. What
+// it started is stopped by stop, whether it returns an error or not.
+func setUp(ctx context.Context, o *options, log *slog.Logger, fail func(error)) (*parts, error) {
+	b := &parts{o: o, log: log, m: metrics.New(buildinfo.Version())}
+	var err error
+	if b.api, err = resolveKube(o); err != nil {
+		return b, err
+	}
+	slices, err := startSlices(ctx, o, b.api, log)
+	if err != nil {
+		return b, err
+	}
+	if slices != nil {
+		b.stops = append(b.stops, slices.Stop)
+	}
+	if b.store, err = openStore(ctx, o, b.api, log); err != nil {
+		return b, err
+	}
+	if b.podResources, err = dialPodResources(ctx, o, log); err != nil {
+		return b, err
+	}
+	// One Dir for the node's files and the DRA claims': opening one
+	// removes what an earlier run's writes left, which a second would
+	// take the first's writes under way for.
+	if b.cdiDir, err = openCDI(o, log); err != nil {
+		return b, err
+	}
+	if b.front, err = startDRA(ctx, o, b.api, slices, b.store, b.cdiDir, b.podResources, b.m, log, fail); err != nil {
+		return b, err
+	}
+	jobs, err := electedJobs(o, b.api, b.store, b.front, log)
+	if err != nil {
+		return b, err
+	}
+	stopElected, err := startElected(ctx, o, b.api, b.store, jobs, log)
+	if err != nil {
+		return b, err
+	}
+	b.stops = append(b.stops, stopElected)
+	return b, nil
+}
+
+// stop stops what setUp started, the last first.
+func (b *parts) stop() {
+	for i := len(b.stops) - 1; i >= 0; i-- {
+		b.stops[i]()
+	}
+}
+
+// serve runs discovery, the device plugins' node, slot reclaim and the
+// health and metrics listener until ctx ends, each discovery's pools
+// handed to the front ends (frontEnds).
+func (b *parts) serve(ctx context.Context) error {
+	o, log, m := b.o, b.log, b.m
+	if removed, err := deviceplugin.RemoveStaleSockets(o.dpDir, o.domain); err != nil || len(removed) > 0 {
+		log.Info("removed sockets no process serves, left by a bridge that was killed", "count", len(removed), "error", err)
+	}
+	disc := newDiscoverer(o, m, log)
+	stale := staleness(b.store)
+	m.StoreStale(func() time.Time { since, _ := stale(); return since })
+	n := newNode(o, b.store, b.cdiDir, m, log)
+	startReclaim(ctx, o, n, b.podResources, log)
+	if o.metricsAddr != "" {
+		h := readiness{n: n, disc: disc, stale: stale, staleLimit: o.storeStaleLimit}
+		if b.front != nil {
+			h.dra = b.front.Registered
+		}
+		if err := serveHTTP(ctx, o.metricsAddr, h, m, log); err != nil {
+			return err
+		}
+	}
+	fronts := frontEnds{node: n, dra: b.front, draPools: drafront.ParsePools(o.draPools)}
+	disc.Keep = fronts.holds
+	served := make(chan error, 1)
+	go func() { served <- n.Run(ctx) }()
+	log.Info("discovering devices", "period", o.discoveryPeriod)
+	disc.Run(ctx, o.discoveryPeriod, time.Second, fronts.publish(ctx))
+	return <-served
+}
+
+// newDiscoverer is discovery as the flags set it up, its figures
+// reported to m.
+func newDiscoverer(o *options, m *metrics.Metrics, log *slog.Logger) *discovery.Discoverer {
+	disc := &discovery.Discoverer{ConfDir: o.confDir, PluginDirs: invoke.SplitPath(o.pluginPath), Timeout: o.execTimeout,
+		MaxDevices: o.maxDevices, OnExec: m.Exec, Logger: log, Watch: deviceWatch(o, log), Debounce: o.watchDebounce}
+	m.SkippedDropIns(func() int { return len(disc.Skipped()) })
+	m.SkippedDevices(disc.SkippedDevices)
+	return disc
 }
 
 // electedJobs are the elected bridge's jobs beside the departed-node

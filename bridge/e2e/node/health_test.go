@@ -53,7 +53,7 @@ func testDeviceHealth(t *testing.T, n *Node) {
 	// pool's virtual device ids are not (every pool counts from 0), and
 	// the kubelet finds the pod a health change concerns by the device id
 	// alone, so a pool's change may not reach the pod's status promptly
-	// (README, "Device health in a pod's status").
+	// (bridge/README.md, "Device health in a pod's status").
 	resource := inst.Resource()
 	pod := n.RunPod(t, "hotplug", map[string]int64{resource: 1})
 	if err := os.Remove(node); err != nil {

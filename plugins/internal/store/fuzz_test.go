@@ -10,7 +10,7 @@ import (
 // hand-edited state file would. It must never panic, and whatever it
 // accepts must encode and read back to the same document. The seeds run
 // with every go test; `go test -fuzz=FuzzDecode ./plugins/internal/store`
-// explores further (README, "Tests and benchmarks").
+// explores further (DEVELOPING.md, "Fuzzing").
 func FuzzDecode(f *testing.F) {
 	rec := `{"request":"tty:1","created":"2026-11-23T10:00:00Z","result":{"cdiVersion":"0.1.0","devices":["/dev/tty13"],` +
 		`"deviceNodes":[{"hostPath":"/dev/tty13","containerPath":"/dev/tty13","permissions":"rw"}],"env":{"A":"1"},` +

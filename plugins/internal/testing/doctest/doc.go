@@ -10,8 +10,8 @@
 // not follow, or to the engine that the example no longer compiles
 // against, fails here.
 //
-// README.md's shell commands, its fenced sh blocks wherever they stand,
-// are held to the tools they run: make targets, the flags and commands of
+// README.md's and bridge/README.md's shell commands, their fenced sh
+// blocks wherever they stand, are held to the tools they run: make targets, the flags and commands of
 // cditool and cdi-bridge against their --help, each cdi-bridge command
 // line parsed by the real binary as a fresh machine would (no NODE_NAME),
 // plugins and installed drop-ins by name; and a block that starts with

@@ -43,12 +43,13 @@ func TestCommands(t *testing.T) {
 	}
 }
 
-// readme is the document, from the module root, whose shell commands the
-// tests below hold to the tools: README.md's fenced sh blocks, wherever
-// they are.
-const readme = "README.md"
+// readmes are the documents, from the module root, whose shell commands
+// the tests below hold to the tools: their fenced sh blocks, wherever
+// they are. The README is the operator's first read; bridge/README.md
+// the operator's reference.
+var readmes = []string{"README.md", "bridge/README.md"}
 
-// toolDir holds the programs the readme's commands run, built once: the
+// toolDir holds the programs the readmes' commands run, built once: the
 // project's tools and the plugins the shipped drop-ins name.
 var toolDir string
 
@@ -58,7 +59,7 @@ func TestMain(m *testing.M) {
 		"github.com/cdiexec/cdi/plugins/endpoint")
 }
 
-// TestReadmeCommands checks every command of the readme's sh blocks
+// TestReadmeCommands checks every command of the readmes' sh blocks
 // against what it runs: a make target must be the Makefile's, each flag
 // of cditool and cdi-bridge must be in its --help and each cditool
 // command among those the help lists, a plugin run by its path must be
@@ -74,30 +75,42 @@ func TestReadmeCommands(t *testing.T) {
 		for _, cmd := range Commands(b.Body) {
 			n++
 			if err := c.check(cmd); err != nil {
-				t.Errorf("%s, the block at line %d: %q: %v", readme, b.Line, cmd, err)
+				t.Errorf("%s, the block at line %d: %q: %v", b.Doc, b.Line, cmd, err)
 			}
 		}
 	}
 	if n < 30 {
-		t.Errorf("only %d commands in %s's sh blocks", n, readme)
+		t.Errorf("only %d commands in the sh blocks of %v", n, readmes)
 	}
 }
 
-// readmeBlocks returns the module's root and the readme's sh blocks.
-func readmeBlocks(t *testing.T) (string, []ShellBlock) {
+// docBlock is a sh block of one of the readmes.
+type docBlock struct {
+	ShellBlock
+	Doc string // the readme's path from the module root
+}
+
+// readmeBlocks returns the module's root and the readmes' sh blocks.
+func readmeBlocks(t *testing.T) (string, []docBlock) {
 	t.Helper()
 	root, err := exectest.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	text, err := os.ReadFile(filepath.Join(root, readme))
-	if err != nil {
-		t.Fatal(err)
+	var blocks []docBlock
+	for _, doc := range readmes {
+		text, err := os.ReadFile(filepath.Join(root, doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range ShellBlocks(string(text)) {
+			blocks = append(blocks, docBlock{b, doc})
+		}
 	}
-	return root, ShellBlocks(string(text))
+	return root, blocks
 }
 
-// readmeChecker knows what the readme's commands may name.
+// readmeChecker knows what the readmes' commands may name.
 type readmeChecker struct {
 	bin       string            // the built tools
 	help      map[string]string // --help of cditool and cdi-bridge
@@ -138,7 +151,7 @@ func newReadmeChecker(t *testing.T, root, bin string) *readmeChecker {
 	return c
 }
 
-// otherProjects are the programs of other projects the readme runs.
+// otherProjects are the programs of other projects the readmes run.
 func otherProjects(prog string) bool {
 	switch prog {
 	case "kubectl", "helm", "kind", "ctr", "curl", "jq", "skopeo", "kustomize", "mktemp":
@@ -265,7 +278,7 @@ func (c *readmeChecker) takesValue(tool, flag string) bool {
 	return isFlag && !strings.Contains(name, "=") && regexp.MustCompile(`(?m)^  -`+regexp.QuoteMeta(name)+` \S`).MatchString(c.help[tool])
 }
 
-// The readme's sh blocks that start with `dir=$(mktemp -d)` say they
+// The readmes' sh blocks that start with `dir=$(mktemp -d)` say they
 // write nothing outside that directory and need neither root nor a
 // kubelet: each runs as written, with a fresh machine's environment (no
 // NODE_NAME), from a directory laid out as a clone after make build
@@ -274,14 +287,14 @@ func (c *readmeChecker) takesValue(tool, flag string) bool {
 // stop on SIGTERM, with its spec files and store in that directory.
 func TestReadmeTryBlocks(t *testing.T) {
 	root, all := readmeBlocks(t)
-	var blocks []ShellBlock
+	var blocks []docBlock
 	for _, b := range all {
 		if strings.HasPrefix(b.Body, "dir=$(mktemp -d)\n") {
 			blocks = append(blocks, b)
 		}
 	}
 	if len(blocks) == 0 {
-		t.Fatalf("no sh block of %s starts with dir=$(mktemp -d)", readme)
+		t.Fatalf("no sh block of %v starts with dir=$(mktemp -d)", readmes)
 	}
 	clone := t.TempDir()
 	for name, target := range map[string]string{"bin": toolDir, "conf.d": filepath.Join(root, "conf.d")} {
@@ -290,7 +303,7 @@ func TestReadmeTryBlocks(t *testing.T) {
 		}
 	}
 	for _, b := range blocks {
-		t.Run(fmt.Sprint("line ", b.Line), func(t *testing.T) { runTryBlock(t, clone, b.Body) })
+		t.Run(fmt.Sprint(b.Doc, " line ", b.Line), func(t *testing.T) { runTryBlock(t, clone, b.Body) })
 	}
 }
 
