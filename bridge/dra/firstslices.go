@@ -8,6 +8,7 @@ import (
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
@@ -37,8 +38,7 @@ const undoTimeout = 10 * time.Second
 // this node (one LIST), and the Node's UID, the slices' owner. Any error
 // is taken as "not fresh": the controller then starts at once.
 func (s *NodeSlices) freshNode(ctx context.Context) (types.UID, bool) {
-	sel := fields.Set{resourceapi.ResourceSliceSelectorDriver: s.driver, resourceapi.ResourceSliceSelectorNodeName: s.node}
-	l, err := s.client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: sel.String()})
+	l, err := s.client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: s.fieldSelector()})
 	if err != nil {
 		s.onError(ctx, err, "listing the node's ResourceSlices")
 		return "", false
@@ -81,16 +81,31 @@ func (s *NodeSlices) writeFirst(ctx context.Context, owner types.UID) {
 	s.written = len(created)
 }
 
-// undo deletes the slices named.
-func (s *NodeSlices) undo(ctx context.Context, names []string) {
+// undo deletes the node's slices of the driver, all written here (the
+// node had none and the controller has not started): those created and
+// one whose create's answer was lost (a stop while it was read). If
+// they cannot be listed, those created.
+func (s *NodeSlices) undo(ctx context.Context, created []string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
 	defer cancel()
+	api := s.client.ResourceV1().ResourceSlices()
+	names := created
+	if l, err := api.List(ctx, metav1.ListOptions{FieldSelector: s.fieldSelector()}); err == nil {
+		names = names[:0:0]
+		for _, sl := range l.Items {
+			names = append(names, sl.Name)
+		}
+	}
 	for _, name := range names {
-		err := s.client.ResourceV1().ResourceSlices().Delete(ctx, name, metav1.DeleteOptions{})
-		if err != nil {
+		if err := api.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			s.onError(ctx, fmt.Errorf("deleting the first ResourceSlice %s: %w", name, err), "undoing the first slices")
 		}
 	}
+}
+
+// fieldSelector selects the node's slices of the driver.
+func (s *NodeSlices) fieldSelector() string {
+	return fields.Set{resourceapi.ResourceSliceSelectorDriver: s.driver, resourceapi.ResourceSliceSelectorNodeName: s.node}.String()
 }
 
 // firstSlice is slice i of pool as resourceslice's controller (v0.37.2,

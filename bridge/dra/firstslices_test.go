@@ -30,8 +30,8 @@ import (
 // the controller then adopts them: it creates none (no second set) and
 // the node's slices are the pool's, once each. A node that has slices is
 // left to the controller. A failed create or a stop half-way leaves none
-// of the created slices (the controller, started after, creates them
-// all; or none are left); a publish while they are created wins.
+// of the created slices, nor one whose create's answer was lost (the
+// controller, started after, creates them all; or none are left); a publish while they are created wins.
 func TestFirstSlices(t *testing.T) {
 	env := apitest.Start(t, apitest.Options{})
 	admin, err := kubernetes.NewForConfig(env.Config)
@@ -43,6 +43,8 @@ func TestFirstSlices(t *testing.T) {
 		name string
 		// failCreate fails the nth POST of a ResourceSlice (1-based), 0 none.
 		failCreate int
+		// lose: the failed POST is made, its answer lost.
+		lose bool
 		// left is a slice on the node before the start.
 		left bool
 		// during is called before the create after the second.
@@ -56,6 +58,7 @@ func TestFirstSlices(t *testing.T) {
 		{name: "fresh node", want: devicesOf(three), wantWritten: 3},
 		{name: "slices left", left: true, want: devicesOf(three), wantCreates: 3},
 		{name: "failed create", failCreate: 3, want: devicesOf(three), wantCreates: 3},
+		{name: "answer of a create lost", failCreate: 3, lose: true, want: devicesOf(three), wantCreates: 3},
 		{name: "stopped half-way", during: func(_ *dra.NodeSlices, stop context.CancelFunc) { stop() }},
 		{name: "publish during the creates", during: func(s *dra.NodeSlices, _ context.CancelFunc) { s.Publish(poolOf(2)) },
 			want: devicesOf(poolOf(2)), wantWritten: 3},
@@ -75,7 +78,7 @@ func TestFirstSlices(t *testing.T) {
 			}
 			ctx, stop := context.WithCancel(t.Context())
 			defer stop()
-			s := dra.StartNodeSlices(ctx, "cdi.local", node, failingClient(t, env.Config, tc.failCreate), func(_ context.Context, err error, msg string) {
+			s := dra.StartNodeSlices(ctx, "cdi.local", node, failingClient(t, env.Config, tc.failCreate, tc.lose), func(_ context.Context, err error, msg string) {
 				t.Logf("%s: %v", msg, err)
 			})
 			defer s.Stop()
@@ -156,13 +159,19 @@ func waitForSlices(t *testing.T, c kubernetes.Interface, node string, want [][]s
 }
 
 // failingClient is a client of cfg whose nth POST of a ResourceSlice
-// fails with a 500 (never if n is 0).
-func failingClient(t *testing.T, cfg *rest.Config, n int) kubernetes.Interface {
+// fails (never if n is 0): not sent, or if lose, sent and its answer
+// lost.
+func failingClient(t *testing.T, cfg *rest.Config, n int, lose bool) kubernetes.Interface {
 	cfg = rest.CopyConfig(cfg)
 	var posts atomic.Int64
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripper(func(r *http.Request) (*http.Response, error) {
 			if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/resourceslices") && posts.Add(1) == int64(n) {
+				if lose {
+					if resp, err := rt.RoundTrip(r); err == nil {
+						resp.Body.Close()
+					}
+				}
 				return nil, errors.New("a create made to fail")
 			}
 			return rt.RoundTrip(r)
