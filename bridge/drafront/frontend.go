@@ -161,7 +161,9 @@ func Start(ctx context.Context, cfg Config) (*FrontEnd, error) {
 // (Config.Slices): the library's start takes a second whatever it waits
 // for (dra.NodeSlices), which then passes during the Instance store's
 // first sync, the first discovery and the rebuild of the prepared
-// claims. It publishes nothing before the front end's first publish.
+// claims; on a node with none of the driver's slices, the first are
+// written without it and it starts after them. It publishes nothing
+// before the front end's first publish.
 func StartSlices(ctx context.Context, driver, node string, client kubernetes.Interface, log *slog.Logger) *dra.NodeSlices {
 	s := dra.StartNodeSlices(ctx, driver, node, client, func(_ context.Context, err error, msg string) {
 		log.Error("publishing the node's ResourceSlices: "+msg, "error", err)
