@@ -22,9 +22,13 @@ import (
 // nothing needs the controller before the first slices are written. So
 // there they are written with the typed client, as the controller would
 // write them (firstSlice), and the controller is started afterwards: its
-// informer's list, a consistent read made after the creates returned,
-// holds every slice written, and its start returns only once that list
-// is in its store, before its worker first syncs. The worker matches the
+// informer's initial state, read after the creates returned, holds every
+// slice written, and its start returns only once that state is in its
+// store, before its worker first syncs. That read is consistent when
+// client-go streams it (watch-list: its WatchListClient default since
+// 1.35, with a real clientset and a server that serves it); if client-go
+// falls back to a LIST it asks with resourceVersion "0", which the API
+// server may answer from a watch cache that has not yet seen the creates. The worker matches the
 // node's slices of a pool by the index their name begins with (and
 // generation): where they hold what it would write, it writes nothing.
 // Where the node has slices (a restarted bridge: the kubelet keeps them)
