@@ -120,7 +120,12 @@ func (g *Gate) Calls() []string {
 // waitCall waits until the plugin has been run with command after the
 // calls so far.
 func (g *Gate) waitCall(ctx context.Context, command string, within time.Duration) error {
-	seen := len(g.Calls())
+	return g.waitCallSince(ctx, len(g.Calls()), command, within)
+}
+
+// waitCallSince waits until the plugin has been run with command after
+// its first seen calls.
+func (g *Gate) waitCallSince(ctx context.Context, seen int, command string, within time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	for ; ctx.Err() == nil; time.Sleep(pollInterval) {
