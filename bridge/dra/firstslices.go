@@ -12,6 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	resourcev1 "k8s.io/client-go/kubernetes/typed/resource/v1"
+	"k8s.io/client-go/util/watchlist"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/utils/ptr"
 )
@@ -21,16 +24,19 @@ import (
 // of the driver (a new node, or after a reboot: the kubelet deleted them)
 // nothing needs the controller before the first slices are written. So
 // there they are written with the typed client, as the controller would
-// write them (firstSlice), and the controller is started afterwards: its
-// informer's initial state, read after the creates returned, holds every
-// slice written, and its start returns only once that state is in its
-// store, before its worker first syncs. That read is consistent when
-// client-go streams it (watch-list: its WatchListClient default since
-// 1.35, with a real clientset and a server that serves it); if client-go
-// falls back to a LIST it asks with resourceVersion "0", which the API
-// server may answer from a watch cache that has not yet seen the creates. The worker matches the
-// node's slices of a pool by the index their name begins with (and
-// generation): where they hold what it would write, it writes nothing.
+// write them (firstSlice), and the controller is started afterwards. Its
+// worker matches the node's slices of a pool by the index their name
+// begins with (and generation): where they hold what it would write, it
+// writes nothing. That holds only if its informer's store holds every
+// slice written when the worker first syncs, or it writes a second set.
+// It does: its start returns once the informer's initial state is in
+// its store, and that state is read after the creates returned, at the
+// newest resourceVersion. client-go reads it either as a watch-list
+// stream (its WatchListClient default since 1.35), which starts at the
+// newest resourceVersion, or, where that is off or not served, as a LIST
+// with resourceVersion "0", which the API server may answer from a watch
+// cache that has not yet seen the creates: the controller's client asks
+// those LISTs at the newest state instead (consistentLists).
 // Where the node has slices (a restarted bridge: the kubelet keeps them)
 // the controller starts at once and updates them, as before.
 
@@ -159,4 +165,36 @@ func refIfTrue(b bool) *bool {
 		return &b
 	}
 	return nil
+}
+
+// consistentLists is a client whose ResourceSlice LISTs are read at the
+// newest resourceVersion: a LIST asking "0" (any state, a reflector's
+// first) asks "" (the newest) instead. Everything else is the client's.
+type consistentLists struct{ kubernetes.Interface }
+
+func (c consistentLists) ResourceV1() resourcev1.ResourceV1Interface {
+	return consistentV1{c.Interface.ResourceV1()}
+}
+
+// IsWatchListSemanticsUnSupported is the client's answer: a fake client
+// serves no watch-list.
+func (c consistentLists) IsWatchListSemanticsUnSupported() bool {
+	return watchlist.DoesClientNotSupportWatchListSemantics(c.Interface)
+}
+
+type consistentV1 struct{ resourcev1.ResourceV1Interface }
+
+func (c consistentV1) ResourceSlices() resourcev1.ResourceSliceInterface {
+	return consistentSlices{c.ResourceV1Interface.ResourceSlices()}
+}
+
+type consistentSlices struct {
+	resourcev1.ResourceSliceInterface
+}
+
+func (c consistentSlices) List(ctx context.Context, opts metav1.ListOptions) (*resourceapi.ResourceSliceList, error) {
+	if opts.ResourceVersion == "0" {
+		opts.ResourceVersion = ""
+	}
+	return c.ResourceSliceInterface.List(ctx, opts)
 }

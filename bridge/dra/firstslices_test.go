@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	kwait "k8s.io/apimachinery/pkg/util/wait"
+	clientfeatures "k8s.io/client-go/features"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
@@ -47,6 +49,8 @@ func TestFirstSlices(t *testing.T) {
 		lose bool
 		// left is a slice on the node before the start.
 		left bool
+		// lists: client-go's watch-list is off, its informers LIST.
+		lists bool
 		// during is called before the create after the second.
 		during func(s *dra.NodeSlices, stop context.CancelFunc)
 		// then is what the API server holds at the end, as devices per
@@ -56,6 +60,7 @@ func TestFirstSlices(t *testing.T) {
 		wantCreates int64
 	}{
 		{name: "fresh node", want: devicesOf(three), wantWritten: 3},
+		{name: "fresh node listed", lists: true, want: devicesOf(three), wantWritten: 3},
 		{name: "slices left", left: true, want: devicesOf(three), wantCreates: 3},
 		{name: "failed create", failCreate: 3, want: devicesOf(three), wantCreates: 3},
 		{name: "answer of a create lost", failCreate: 3, lose: true, want: devicesOf(three), wantCreates: 3},
@@ -76,9 +81,13 @@ func TestFirstSlices(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			if tc.lists {
+				setWatchList(t, false)
+			}
+			var lists listVersions
 			ctx, stop := context.WithCancel(t.Context())
 			defer stop()
-			s := dra.StartNodeSlices(ctx, "cdi.local", node, failingClient(t, env.Config, tc.failCreate, tc.lose), func(_ context.Context, err error, msg string) {
+			s := dra.StartNodeSlices(ctx, "cdi.local", node, failingClient(t, env.Config, tc.failCreate, tc.lose, &lists), func(_ context.Context, err error, msg string) {
 				t.Logf("%s: %v", msg, err)
 			})
 			defer s.Stop()
@@ -99,6 +108,10 @@ func TestFirstSlices(t *testing.T) {
 			// The controller syncs a pool SliceSyncDelay after each event.
 			time.Sleep(3 * dra.SliceSyncDelay)
 			waitForSlices(t, admin, node, tc.want)
+			if got := lists.get(); tc.lists && (len(got) < 2 || slices.Contains(got, "0")) {
+				// The first is freshNode's, then the controller's.
+				t.Errorf("the LISTs of the node's slices asked resourceVersions %q, want 2 or more, none \"0\"", got)
+			}
 			st := s.Stats()
 			if s.Written() != tc.wantWritten || st.NumCreates != tc.wantCreates {
 				t.Errorf("written first %d, by the controller %d; want %d, %d", s.Written(), st.NumCreates, tc.wantWritten, tc.wantCreates)
@@ -158,14 +171,53 @@ func waitForSlices(t *testing.T, c kubernetes.Interface, node string, want [][]s
 	}
 }
 
+// setWatchList turns client-go's watch-list on or off until t ends.
+func setWatchList(t *testing.T, on bool) {
+	gates, ok := clientfeatures.FeatureGates().(interface {
+		Set(clientfeatures.Feature, bool) error
+	})
+	if !ok {
+		t.Fatal("client-go's feature gates cannot be set")
+	}
+	was := clientfeatures.FeatureGates().Enabled(clientfeatures.WatchListClient)
+	if err := gates.Set(clientfeatures.WatchListClient, on); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = gates.Set(clientfeatures.WatchListClient, was) })
+}
+
+// listVersions records the resourceVersion each LIST of ResourceSlices
+// asked.
+type listVersions struct {
+	mu  sync.Mutex
+	rvs []string
+}
+
+func (l *listVersions) add(r *http.Request) {
+	q := r.URL.Query()
+	if r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, "/resourceslices") || q.Get("watch") == "true" {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.rvs = append(l.rvs, q.Get("resourceVersion"))
+}
+
+func (l *listVersions) get() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.rvs)
+}
+
 // failingClient is a client of cfg whose nth POST of a ResourceSlice
 // fails (never if n is 0): not sent, or if lose, sent and its answer
-// lost.
-func failingClient(t *testing.T, cfg *rest.Config, n int, lose bool) kubernetes.Interface {
+// lost. lists records its LISTs of ResourceSlices.
+func failingClient(t *testing.T, cfg *rest.Config, n int, lose bool, lists *listVersions) kubernetes.Interface {
 	cfg = rest.CopyConfig(cfg)
 	var posts atomic.Int64
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripper(func(r *http.Request) (*http.Response, error) {
+			lists.add(r)
 			if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/resourceslices") && posts.Add(1) == int64(n) {
 				if lose {
 					if resp, err := rt.RoundTrip(r); err == nil {

@@ -116,6 +116,7 @@ func (s *NodeSlices) start(ctx context.Context, opts resourceslice.Options) {
 		case <-s.first:
 		}
 		s.writeFirst(ctx, owner)
+		opts.KubeClient = consistentLists{opts.KubeClient}
 	}
 	// Its only error is ctx's end: driver, node and client are set.
 	c, err := resourceslice.StartController(ctx, opts)
