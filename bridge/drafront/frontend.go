@@ -172,7 +172,9 @@ func StartSlices(ctx context.Context, driver, node string, client kubernetes.Int
 	go func() {
 		<-s.Started()
 		if ctx.Err() == nil {
-			log.Info("the slice controller started", "took", time.Since(s.Begun()))
+			// writtenAhead: the first slices, written before it started
+			// on a node that had none (0: it writes them).
+			log.Info("the slice controller started", "took", time.Since(s.Begun()), "writtenAhead", s.Written())
 		}
 	}()
 	return s
