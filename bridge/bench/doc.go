@@ -68,7 +68,10 @@
 // of -dra-devices devices (1,000) in one pool, through
 // dradevices.Resources, published by the library's ResourceSlice
 // controller with a Node owner as the bridge runs it (dra.NodeSlices,
-// started with the subject, just before the first publish); then republished after one device's property changes, and
+// started with the subject, just before the first publish; on the fresh
+// Node of each round the first slices are created with the typed client
+// ahead of the controller, which is started after them and adopts them);
+// then republished after one device's property changes, and
 // after the same device turns unhealthy (tainted in its slice). The floor, interleaved with it step by step, is the same
 // slices written with the typed client alone: a create each, then one
 // update of the slice that holds the changed device. Each step is timed
@@ -77,8 +80,8 @@
 // bytes it sent and received are counted at its client's transport.
 // Medians of -dra-rounds rounds (5), each subject on a Node of its own.
 // Its verdict column judges the target that a change to one device
-// rewrites one slice. Its first publish is the library's own floor: a
-// controller started just before it.
+// rewrites one slice. Its first publish is a fresh node's without the
+// bridge's start around it (BenchmarkDRAStart has that).
 //
 // BenchmarkDRAStart measures the first publish as the bridge makes it:
 // the cdi-bridge binary with --dra-pools over the real generic-tty plugin

@@ -41,7 +41,7 @@ type draStep struct {
 
 func draSteps() []draStep {
 	return []draStep{
-		{"first publish, the controller started just before (the library's own floor)", nil},
+		{"first publish, a fresh node (written ahead of the controller)", nil},
 		{"republish, one property changed", newFirmware},
 		{"republish, one device unhealthy", unhealthy},
 	}

@@ -51,9 +51,9 @@ func countedClient(cfg *rest.Config, agent string, c *requestCounter) (kubernete
 // libraryPublisher is the bridge's controller alone: the library's
 // ResourceSlice controller with a Node owner (dra.StartNodeSlices),
 // started just before the first publish, which, as each later one, is an
-// Update of it. Its first publish is the library's own floor: its start
-// and its writes, without the bridge's start around them
-// (BenchmarkDRAStart has that).
+// Update of it. Its node is fresh: the first slices are created ahead of
+// the controller's start, which adopts them; its first publish is that,
+// without the bridge's start around it (BenchmarkDRAStart has that).
 type libraryPublisher struct {
 	node    string
 	slices  *dra.NodeSlices

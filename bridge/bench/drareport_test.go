@@ -104,8 +104,9 @@ func (run *draRun) printNotes(w io.Writer) {
 	}
 	fmt.Fprintln(w, "Library: the bridge's dra.NodeSlices: resourceslice.StartController with the bridge's options (a Node owner),")
 	fmt.Fprintf(w, "started with the subject, %s ms (median) before the first publish (in the bridge, the start is earlier: BenchmarkDRAStart); its worker held\n", ms(percentile(run.ahead, 50)))
-	fmt.Fprintln(w, "back until that publish, which, as each later one, is Controller.Update (\"the call\"); the controller's start returns")
-	fmt.Fprintln(w, "only once its informer has synced, which it checks once a second. Floor: the same slices created one by one with")
+	fmt.Fprintln(w, "back until that publish, which, as each later one, is NodeSlices.Publish (\"the call\"). On a fresh node, as here, the first")
+	fmt.Fprintln(w, "slices are created with the typed client before the controller starts (its start returns only once its informer has")
+	fmt.Fprintln(w, "synced, which it checks once a second), and it adopts them. Floor: the same slices created one by one with")
 	fmt.Fprintln(w, "the typed client; for a change, one update of the slice that holds the device, in place. The change is to device")
 	fmt.Fprintf(w, "%d (the second slice); the unhealthy device stays in its slice, tainted.\n", draChanged)
 	fmt.Fprintln(w, "\"Until the API showed it\": from the call until a watch of the node's slices (another client) showed the pool's newest")

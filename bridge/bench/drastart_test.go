@@ -48,8 +48,8 @@ type draStartSample struct {
 	// plugin's start).
 	storeSynced, discovering, handOff, handed time.Time
 	// observed and rebuilt are the log's times of msgObserved (the store
-	// told of the pools' shared devices) and msgRebuilt, between the
-	// hand-off and handed.
+	// told of the pools' shared devices, beside the rebuild and the
+	// publish) and msgRebuilt (between the hand-off and handed).
 	observed, rebuilt time.Time
 	// inAPI is when the watch showed the pool complete.
 	inAPI time.Time
@@ -213,6 +213,11 @@ func startDRABridge(ctx context.Context, admin kubernetes.Interface, kubeconfig,
 		return draStartSample{}, nil, storedSize{}, fmt.Errorf("starting cdi-bridge: %w", err)
 	}
 	at, werr := s.watch.untilComplete(ctx, n)
+	if werr == nil {
+		// On a fresh node the controller starts after the first slices;
+		// the store is told of the pool beside the publish.
+		werr = errors.Join(untilLogged(ctx, logPath, msgController), untilLogged(ctx, logPath, msgObserved))
+	}
 	_, serr := stopBridge(cmd)
 	if err := errors.Join(werr, serr); err != nil {
 		log, _ := os.ReadFile(logPath)
@@ -320,6 +325,37 @@ func readStartLog(path string) (draStartSample, error) {
 		handed: marks[msgHanded], observed: marks[msgObserved], rebuilt: marks[msgRebuilt]}, nil
 }
 
+// waited is when the slices stopped waiting for the library's start:
+// when it returned, or the hand-off to the controller if the slices
+// were in the API before it returned (a fresh node's first slices are
+// written before the controller starts).
+func (x draStartSample) waited() time.Time {
+	if x.controller.Before(x.inAPI) {
+		return x.controller
+	}
+	return x.handed
+}
+
+// untilLogged waits until the bridge's log at path has a line of msg.
+func untilLogged(ctx context.Context, path, msg string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("bridge log: %w", err)
+		}
+		if bytes.Contains(data, []byte(`"msg":"`+msg+`"`)) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("bridge log: no line %q: %w", msg, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
 // draStartPart is one part of the bridge's start, for the table.
 type draStartPart struct {
 	name string
@@ -331,11 +367,10 @@ func draStartParts() []draStartPart {
 		{"opening the Instance store (from the controller's start; it lists no pool yet)", func(x draStartSample) time.Duration { return x.storeSynced.Sub(x.begun) }},
 		{"the rest of the wiring, until discovery starts", func(x draStartSample) time.Duration { return x.discovering.Sub(x.storeSynced) }},
 		{"the first discovery (generic-tty's INFO), until its hand-off", func(x draStartSample) time.Duration { return x.handOff.Sub(x.discovering) }},
-		{"the store told of the pool (Observe: the pool's first list)", func(x draStartSample) time.Duration { return x.observed.Sub(x.handOff) }},
-		{"the rebuild of the prepared claims (ResourceClaims listed)", func(x draStartSample) time.Duration { return x.rebuilt.Sub(x.observed) }},
+		{"the rebuild of the prepared claims (ResourceClaims listed)", func(x draStartSample) time.Duration { return x.rebuilt.Sub(x.handOff) }},
 		{"the kubelet plugin's start", func(x draStartSample) time.Duration { return x.handed.Sub(x.rebuilt) }},
-		{"then waiting for the library's start", func(x draStartSample) time.Duration { return max(0, x.controller.Sub(x.handed)) }},
-		{"then the writes, until the API showed the slices", func(x draStartSample) time.Duration { return x.inAPI.Sub(later(x.handed, x.controller)) }},
+		{"then waiting for the library's start", func(x draStartSample) time.Duration { return max(0, x.waited().Sub(x.handed)) }},
+		{"then the writes, until the API showed the slices", func(x draStartSample) time.Duration { return x.inAPI.Sub(later(x.handed, x.waited())) }},
 	}
 }
 
@@ -366,6 +401,8 @@ func (run *draStartRun) print(w io.Writer) {
 	}
 	fmt.Fprintf(tw, "the library's start (resourceslice.StartController), beside the above\t%s\t\t\n",
 		ms(run.medianOf(func(x draStartSample) time.Duration { return x.controller.Sub(x.begun) })))
+	fmt.Fprintf(tw, "the store told of the pool (Observe: the pool's first list), from the hand-off, beside the above\t%s\t\t\n",
+		ms(run.medianOf(func(x draStartSample) time.Duration { return x.observed.Sub(x.handOff) })))
 	tw.Flush()
 	fmt.Fprintln(w, "Times from the bridge's JSON log (its lines' times) and a watch of the node's slices (another client), on one clock.")
 	fmt.Fprintln(w, "The floor's client is one for all rounds, its connection open, as the bridge's is by its first publish; the bridge's rate limit.")

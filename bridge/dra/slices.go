@@ -57,43 +57,79 @@ func NodeSliceOptions(driver, node string, client kubernetes.Interface, res *res
 // Until the first Publish the controller's work queue holds back its
 // worker (gatedQueue): a controller that synced with no pools would
 // delete every slice of the node, those a restarted bridge keeps.
+//
+// On a node with none of the driver's slices (a new node, or after a
+// reboot) the controller is not needed for the first slices: they are
+// created as it would create them, at the first Publish, and the
+// controller is started afterwards and adopts them (firstslices.go).
 type NodeSlices struct {
 	begun   time.Time // when StartNodeSlices was called
 	queue   *gatedQueue
 	cancel  context.CancelFunc
 	started chan struct{} // closed once StartController returned
 
+	// For writeFirst: first is closed by the first Publish.
+	first        chan struct{}
+	firstOnce    sync.Once
+	driver, node string
+	client       kubernetes.Interface
+	onError      func(context.Context, error, string)
+	// beforeCreate, if set (tests), is called before each create of
+	// writeFirst with the count created so far.
+	beforeCreate func(created int)
+
 	mu sync.Mutex
 	// ctrl is nil until StartController returned; pending is the newest
 	// Publish before that.
 	ctrl    *resourceslice.Controller
 	pending *resourceslice.DriverResources
+
+	written int // by writeFirst, before started is closed
 }
 
 // StartNodeSlices starts the controller of node's slices of driver in the
 // background, until ctx ends or Stop; onError is NodeSliceOptions'.
+// On a node with none of driver's slices (freshNode) the first Publish's
+// slices are written first (writeFirst) and the controller starts after.
 func StartNodeSlices(ctx context.Context, driver, node string, client kubernetes.Interface,
 	onError func(context.Context, error, string)) *NodeSlices {
 	ctx, cancel := context.WithCancel(ctx)
-	s := &NodeSlices{begun: time.Now(), queue: newGatedQueue(), cancel: cancel, started: make(chan struct{})}
+	s := &NodeSlices{begun: time.Now(), queue: newGatedQueue(), cancel: cancel, started: make(chan struct{}),
+		first: make(chan struct{}), driver: driver, node: node, client: client, onError: onError}
 	opts := NodeSliceOptions(driver, node, client, nil, onError)
 	opts.Queue = s.queue
-	go func() {
-		defer close(s.started)
-		// Its only error is ctx's end: driver, node and client are set.
-		c, err := resourceslice.StartController(ctx, opts)
-		if err != nil {
-			return
-		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		s.ctrl = c
-		if s.pending != nil {
-			c.Update(s.pending)
-			s.queue.open()
-		}
-	}()
+	go s.start(ctx, opts)
 	return s
+}
+
+// start starts the controller, after writeFirst on a fresh node: the
+// controller's informer then lists the slices written, and its worker,
+// which the first Publish lets go once StartController returned (its
+// informer synced), finds them in its store and matches them by their
+// names' index: it writes nothing and never a second set.
+func (s *NodeSlices) start(ctx context.Context, opts resourceslice.Options) {
+	defer close(s.started)
+	if owner, fresh := s.freshNode(ctx); fresh {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.first:
+		}
+		s.writeFirst(ctx, owner)
+		opts.KubeClient = consistentLists{opts.KubeClient}
+	}
+	// Its only error is ctx's end: driver, node and client are set.
+	c, err := resourceslice.StartController(ctx, opts)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ctrl = c
+	if s.pending != nil {
+		c.Update(s.pending)
+		s.queue.open()
+	}
 }
 
 // Publish hands the node's slices res to the controller, which writes
@@ -103,6 +139,7 @@ func (s *NodeSlices) Publish(res resourceslice.DriverResources) {
 	r := &resourceslice.DriverResources{Pools: res.Pools}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.firstOnce.Do(func() { close(s.first) })
 	if s.ctrl == nil {
 		s.pending = r
 		return
@@ -122,6 +159,10 @@ func (s *NodeSlices) Begun() time.Time {
 
 // Started is closed once the controller has started (or ctx ended first).
 func (s *NodeSlices) Started() <-chan struct{} { return s.started }
+
+// Written is how many slices writeFirst created and kept: 0 unless
+// the node had none at the start. Valid once Started is closed.
+func (s *NodeSlices) Written() int { return s.written }
 
 // Stats are the controller's counts of its writes; zero before it
 // started.

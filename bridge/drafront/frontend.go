@@ -93,21 +93,22 @@ type FrontEnd struct {
 	slices *dra.NodeSlices
 
 	// pools is the newest DRA pools, nil before the first discovery,
-	// and discovered when they were set; wake and poolsChanged are told
-	// when they are set. publisher is the kubelet plugin, nil until it
+	// and discovered when they were set; wake, observeWake and
+	// poolsChanged are told when they are set. publisher is the kubelet plugin, nil until it
 	// started (after Rebuild). published counts the devices of each pool
 	// last handed to it.
 	mu           sync.Mutex
 	pools        []discovery.Pool
 	discovered   time.Time
 	wake         chan struct{}
+	observeWake  chan struct{}
 	poolsChanged chan struct{}
 	publisher    dra.Publisher
 	registered   func() error
 	published    []metrics.DRAPool
 
 	// observed is the pools of which the store was last told shared
-	// devices are seen; the publishing goroutine's alone.
+	// devices are seen; the observing goroutine's alone (observe).
 	observed map[string]bool
 	// sliceSyncDelay is the shared slices' controller's wait after a
 	// slice event before it syncs the pool; nil is the library's default
@@ -144,7 +145,7 @@ func Start(ctx context.Context, cfg Config) (*FrontEnd, error) {
 	}
 	cfg.Logger.Info("DRA front end", "driver", cfg.Driver, "checkpoint", cfg.Checkpoint, "prepared", len(p.Checkpoint.UIDs()))
 	f := &FrontEnd{cfg: cfg, node: cfg.NodeName, driver: cfg.Driver, client: cfg.Client, preparer: p, store: cfg.Store,
-		log: cfg.Logger, aside: aside, wake: make(chan struct{}, 1), poolsChanged: make(chan struct{}, 1),
+		log: cfg.Logger, aside: aside, wake: make(chan struct{}, 1), observeWake: make(chan struct{}, 1), poolsChanged: make(chan struct{}, 1),
 		slices: cfg.Slices}
 	p.OnSetAside = func(a dradevices.SetAside) { go f.warnSetAside(ctx, a, setAsideInCall) }
 	if f.slices == nil {
@@ -161,7 +162,9 @@ func Start(ctx context.Context, cfg Config) (*FrontEnd, error) {
 // (Config.Slices): the library's start takes a second whatever it waits
 // for (dra.NodeSlices), which then passes during the Instance store's
 // first sync, the first discovery and the rebuild of the prepared
-// claims. It publishes nothing before the front end's first publish.
+// claims; on a node with none of the driver's slices, the first are
+// written without it and it starts after them. It publishes nothing
+// before the front end's first publish.
 func StartSlices(ctx context.Context, driver, node string, client kubernetes.Interface, log *slog.Logger) *dra.NodeSlices {
 	s := dra.StartNodeSlices(ctx, driver, node, client, func(_ context.Context, err error, msg string) {
 		log.Error("publishing the node's ResourceSlices: "+msg, "error", err)
@@ -169,7 +172,9 @@ func StartSlices(ctx context.Context, driver, node string, client kubernetes.Int
 	go func() {
 		<-s.Started()
 		if ctx.Err() == nil {
-			log.Info("the slice controller started", "took", time.Since(s.Begun()))
+			// writtenAhead: the first slices, written before it started
+			// on a node that had none (0: it writes them).
+			log.Info("the slice controller started", "took", time.Since(s.Begun()), "writtenAhead", s.Written())
 		}
 	}()
 	return s
@@ -219,8 +224,9 @@ func (f *FrontEnd) Registered() error {
 
 // SetPools hands over a discovery's pools served through DRA (Split):
 // the preparer serves them at once, the kubelet is told their devices'
-// health at once (once its plugin started), and the publishing goroutine
-// publishes them.
+// health at once (once its plugin started), the publishing goroutine
+// publishes them and the observing one tells the store of their shared
+// devices.
 func (f *FrontEnd) SetPools(pools []discovery.Pool) {
 	f.preparer.SetPools(pools)
 	if pools == nil {
@@ -240,6 +246,7 @@ func (f *FrontEnd) SetPools(pools []discovery.Pool) {
 	f.reportHealth()
 	f.mu.Unlock()
 	tell(f.wake)
+	tell(f.observeWake)
 	tell(f.poolsChanged)
 }
 
@@ -271,8 +278,9 @@ func tell(ch chan struct{}) {
 }
 
 // run is the front end's goroutine: it waits for the first discovery,
-// rebuilds the prepared claims, starts the kubelet plugin, then
-// publishes (publish) until ctx ends.
+// starts telling the store of the shared devices (observe), rebuilds the
+// prepared claims, starts the kubelet plugin, then publishes (publish)
+// until ctx ends.
 func (f *FrontEnd) run(ctx context.Context) {
 	if f.aside != nil {
 		f.warnSetAside(ctx, *f.aside, setAsideAtStart)
@@ -283,11 +291,7 @@ func (f *FrontEnd) run(ctx context.Context) {
 	case <-f.wake:
 	}
 	tell(f.wake) // the first pools, to publish
-	// The store hears of every pool at the first discovery, not once the
-	// claims are rebuilt (which waits for the API server).
-	observing := time.Now()
-	retry := f.observeAgain(ctx, f.currentPools())
-	f.log.Info("the first discovery's DRA pools recorded in the Instance store", "took", time.Since(observing))
+	go f.observe(ctx)
 	if !f.rebuild(ctx) {
 		return
 	}
@@ -310,32 +314,51 @@ func (f *FrontEnd) run(ctx context.Context) {
 	f.reportHealth()
 	f.mu.Unlock()
 	f.log.Info("the first discovery's DRA pools handed to the slice controller", "sinceSliceControllerStart", time.Since(f.slices.Begun()))
-	f.publish(ctx, retry)
+	f.publish(ctx)
 }
 
 // observeRetry is how long after a failed Observe the shared devices'
 // sightings are recorded again, if no discovery comes first.
 const observeRetry = 5 * time.Second
 
+// observe tells the store which shared devices the node sees
+// (observeShared) at each discovery from the first, and again
+// observeRetry after a try that failed, until ctx ends. It runs beside
+// the rebuild and the publishing: the node's slices hold none of the
+// shared devices, which the elected bridge publishes from the store, so
+// they do not wait for its writes (the first takes 0.2 s for a pool of
+// 1,000 devices), nor do its writes wait for the rebuild.
+func (f *FrontEnd) observe(ctx context.Context) {
+	var retry <-chan time.Time
+	for first := true; ; first = false {
+		select {
+		case <-ctx.Done():
+			return
+		case <-retry:
+		case <-f.observeWake:
+		}
+		observing := time.Now()
+		retry = f.observeAgain(ctx, f.currentPools())
+		if first {
+			f.log.Info("the first discovery's DRA pools recorded in the Instance store", "took", time.Since(observing))
+		}
+	}
+}
+
 // publish hands the newest slices to the publisher until ctx ends: at
 // each discovery, and after each sweep that changed what the device
-// plugins' allocations hold (Sweep). Before each publish it tells the
-// store which shared devices the node sees (observeShared), and again
-// observeRetry after that failed (retry, the first time).
+// plugins' allocations hold (Sweep).
 //
-// It runs in a goroutine of its own because Observe, and the rebuild
-// before it, wait for the API server: the device plugins' pools, which
-// discovery hands on in the same call, must not wait with them.
-func (f *FrontEnd) publish(ctx context.Context, retry <-chan time.Time) {
+// It runs in a goroutine of its own because the rebuild before it waits
+// for the API server: the device plugins' pools, which discovery hands
+// on in the same call, must not wait with it.
+func (f *FrontEnd) publish(ctx context.Context) {
 	sweep := time.NewTicker(orDefault(f.cfg.SweepPeriod, 30*time.Second))
 	defer sweep.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-retry:
-			retry = f.observeAgain(ctx, f.currentPools())
-			continue
 		case <-sweep.C:
 			if !f.sweep(ctx) {
 				continue
@@ -343,7 +366,6 @@ func (f *FrontEnd) publish(ctx context.Context, retry <-chan time.Time) {
 		case <-f.wake:
 		}
 		pools := f.currentPools()
-		retry = f.observeAgain(ctx, pools)
 		res := dradevices.Resources(f.driver, f.node, pools, f.preparer.Withheld())
 		counts := publishedCounts(f.node, pools, res)
 		f.mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/cdiexec/cdi/bridge/discovery"
 	"github.com/cdiexec/cdi/bridge/dra"
 	"github.com/cdiexec/cdi/bridge/dradevices"
+	"github.com/cdiexec/cdi/bridge/instance"
 	"github.com/cdiexec/cdi/bridge/instance/local"
 	"github.com/cdiexec/cdi/bridge/internal/testing/apitest"
 	"github.com/cdiexec/cdi/bridge/internal/testing/kubelettest"
@@ -245,4 +247,61 @@ func writeFile(t *testing.T, path, content string) {
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// heldStore is a store whose Observe calls wait until release is
+// closed; observing and observed count the calls begun and returned.
+type heldStore struct {
+	instance.Store
+	release             chan struct{}
+	observing, observed atomic.Int64
+}
+
+func (s *heldStore) Observe(ctx context.Context, node, config string, seen []instance.Instance) error {
+	s.observing.Add(1)
+	defer s.observed.Add(1)
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return s.Store.Observe(ctx, node, config, seen)
+}
+
+// The node's slices hold no shared device, so their first publish and
+// the driver's registration do not wait for the Instance store: with
+// the store's Observe held, the slice is published and the driver
+// registers; the store is told once it answers.
+func TestFirstPublishDoesNotWaitForTheStore(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	admin, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r := newRig(t)
+	c := r.config(t, admin)
+	store := &heldStore{Store: c.Store, release: make(chan struct{})}
+	c.Store = store
+	f, err := Start(t.Context(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, viaDRA := Split(r.discover(t), ParsePools("tty-generic"))
+	f.SetPools(viaDRA)
+	waitFor(t, "the node's slice, while the store is held", func() bool {
+		l, err := admin.ResourceV1().ResourceSlices().List(t.Context(), metav1.ListOptions{FieldSelector: "spec.driver=cdi.test"})
+		return err == nil && len(l.Items) == 1 && len(l.Items[0].Spec.Devices) == 2
+	})
+	waitFor(t, "the registration socket, while the store is held", func() bool {
+		_, err := os.Stat(filepath.Join(r.registrarDir, "cdi.test-reg.sock"))
+		return err == nil
+	})
+	if store.observing.Load() != 1 || store.observed.Load() != 0 {
+		t.Errorf("Observe begun %d times, returned %d; want 1 held", store.observing.Load(), store.observed.Load())
+	}
+	close(store.release)
+	waitFor(t, "the store told of the pool", func() bool { return store.observed.Load() == 1 })
 }

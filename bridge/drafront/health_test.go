@@ -50,7 +50,7 @@ func TestSetPoolsReportsHealthAndCounts(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	go f.publish(ctx, nil)
+	go f.publish(ctx)
 	err = kwait.PollUntilContextTimeout(ctx, 10*time.Millisecond, wait, true, func(context.Context) (bool, error) {
 		return len(pub.Published()) > 0, nil
 	})

@@ -47,8 +47,8 @@ func sharedSeen(node string, p discovery.Pool) []instance.Instance {
 // some before, or this is the front end's first call: after a restart
 // every pool is recorded, since the node's sightings of before are not
 // known. An Observe that fails is tried again at the next call, whatever
-// the pool has then; failed says one did. Called by the publishing
-// goroutine only.
+// the pool has then; failed says one did. Called by the observing
+// goroutine only (observe).
 func (f *FrontEnd) observeShared(ctx context.Context, pools []discovery.Pool) (failed bool) {
 	first := f.observed == nil
 	next := map[string]bool{} // the pools to record at the next call
