@@ -94,9 +94,9 @@ type FrontEnd struct {
 
 	// pools is the newest DRA pools, nil before the first discovery,
 	// and discovered when they were set; wake, observeWake and
-	// poolsChanged are told when they are set. publisher is the kubelet plugin, nil until it
-	// started (after Rebuild). published counts the devices of each pool
-	// last handed to it.
+	// poolsChanged are told when they are set. publisher is the kubelet
+	// plugin, nil until it started (after Rebuild). published counts the
+	// devices of each pool last handed to it.
 	mu           sync.Mutex
 	pools        []discovery.Pool
 	discovered   time.Time
@@ -145,8 +145,8 @@ func Start(ctx context.Context, cfg Config) (*FrontEnd, error) {
 	}
 	cfg.Logger.Info("DRA front end", "driver", cfg.Driver, "checkpoint", cfg.Checkpoint, "prepared", len(p.Checkpoint.UIDs()))
 	f := &FrontEnd{cfg: cfg, node: cfg.NodeName, driver: cfg.Driver, client: cfg.Client, preparer: p, store: cfg.Store,
-		log: cfg.Logger, aside: aside, wake: make(chan struct{}, 1), observeWake: make(chan struct{}, 1), poolsChanged: make(chan struct{}, 1),
-		slices: cfg.Slices}
+		log: cfg.Logger, aside: aside, wake: make(chan struct{}, 1), observeWake: make(chan struct{}, 1),
+		poolsChanged: make(chan struct{}, 1), slices: cfg.Slices}
 	p.OnSetAside = func(a dradevices.SetAside) { go f.warnSetAside(ctx, a, setAsideInCall) }
 	if f.slices == nil {
 		f.slices = StartSlices(ctx, cfg.Driver, cfg.NodeName, cfg.Client, cfg.Logger)
