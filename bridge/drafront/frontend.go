@@ -110,6 +110,9 @@ type FrontEnd struct {
 	// observed is the pools of which the store was last told shared
 	// devices are seen; the observing goroutine's alone (observe).
 	observed map[string]bool
+	// rebuilt is the pools whose claims were last rebuilt (run, then
+	// publish); the publishing goroutine's alone.
+	rebuilt map[string]bool
 	// sliceSyncDelay is the shared slices' controller's wait after a
 	// slice event before it syncs the pool; nil is the library's default
 	// (30 s). Tests shorten it.
@@ -292,6 +295,7 @@ func (f *FrontEnd) run(ctx context.Context) {
 	}
 	tell(f.wake) // the first pools, to publish
 	go f.observe(ctx)
+	f.servedAnew(f.currentPools())
 	if !f.rebuild(ctx) {
 		return
 	}
@@ -347,7 +351,12 @@ func (f *FrontEnd) observe(ctx context.Context) {
 
 // publish hands the newest slices to the publisher until ctx ends: at
 // each discovery, and after each sweep that changed what the device
-// plugins' allocations hold (Sweep).
+// plugins' allocations hold (Sweep). When a pool is served that was not
+// at the last rebuild (a drop-in added, or one whose INFO failed at the
+// first discovery), the claims are rebuilt first: one prepared with its
+// devices before the bridge started is prepared again (the plugin may
+// have lost it, or the checkpoint), and one gone meanwhile, whose
+// Unprepare could not DEL, is released.
 //
 // It runs in a goroutine of its own because the rebuild before it waits
 // for the API server: the device plugins' pools, which discovery hands
@@ -366,6 +375,12 @@ func (f *FrontEnd) publish(ctx context.Context) {
 		case <-f.wake:
 		}
 		pools := f.currentPools()
+		if anew := f.servedAnew(pools); len(anew) > 0 {
+			f.log.Info("DRA pools served anew; rebuilding the prepared claims", "pools", anew)
+			if !f.rebuild(ctx) {
+				return
+			}
+		}
 		res := dradevices.Resources(f.driver, f.node, pools, f.preparer.Withheld())
 		counts := publishedCounts(f.node, pools, res)
 		f.mu.Lock()
@@ -375,6 +390,21 @@ func (f *FrontEnd) publish(ctx context.Context) {
 			f.log.Error("publishing ResourceSlices", "error", err)
 		}
 	}
+}
+
+// servedAnew records pools as those rebuilt, and says which of them
+// were not at the last call (none at the first).
+func (f *FrontEnd) servedAnew(pools []discovery.Pool) []string {
+	var anew []string
+	names := map[string]bool{}
+	for _, p := range pools {
+		names[p.Name] = true
+		if f.rebuilt != nil && !f.rebuilt[p.Name] {
+			anew = append(anew, p.Name)
+		}
+	}
+	f.rebuilt = names
+	return anew
 }
 
 // publishedCounts counts the devices of each of pools in res, and those

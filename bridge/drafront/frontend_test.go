@@ -305,3 +305,47 @@ func TestFirstPublishDoesNotWaitForTheStore(t *testing.T) {
 	close(store.release)
 	waitFor(t, "the store told of the pool", func() bool { return store.observed.Load() == 1 })
 }
+
+// A pool the first discovery missed (its plugin's INFO failed) has its
+// claims rebuilt when it is served: a claim the API server has
+// allocated with its device is prepared again, and an ADD of a claim it
+// no longer has is released, before its slices are published.
+func TestPoolServedAnewIsRebuilt(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	admin, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	running := allocatedClaim(t, admin, "running", "n1/tty-generic", "tty43")
+	r := newRig(t)
+	pools := r.discover(t)
+	addAs(t, pools[0], "0f1e2d3c-gone-0", "tty44")
+	c := r.config(t, admin)
+	_, c.Kubelet = kubelettest.StartPodResources(t)
+	f, err := Start(t.Context(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.SetPools([]discovery.Pool{}) // the drop-in's INFO failed
+	waitFor(t, "the registration socket", func() bool {
+		_, err := os.Stat(filepath.Join(r.registrarDir, "cdi.test-reg.sock"))
+		return err == nil
+	})
+	if got := fmt.Sprint(listed(t, pools[0])); got != "[0f1e2d3c-gone-0]" {
+		t.Fatalf("with the pool not served the plugin holds %s, want the gone claim's ADD alone", got)
+	}
+	_, viaDRA := Split(pools, ParsePools("tty-generic"))
+	f.SetPools(viaDRA)
+	want := fmt.Sprint([]string{string(running.UID) + "-0"})
+	waitFor(t, "the running claim prepared, the gone one's ADD released", func() bool { return fmt.Sprint(listed(t, pools[0])) == want })
+	if ckpt, err := dradevices.LoadCheckpoint(r.checkpoint); err != nil || fmt.Sprint(ckpt.UIDs()) != fmt.Sprint([]types.UID{running.UID}) {
+		t.Errorf("the checkpoint records %v (%v), want the running claim's %s", ckpt.UIDs(), err, running.UID)
+	}
+	waitFor(t, "the node's slice", func() bool {
+		l, err := admin.ResourceV1().ResourceSlices().List(t.Context(), metav1.ListOptions{FieldSelector: "spec.driver=cdi.test"})
+		return err == nil && len(l.Items) == 1 && len(l.Items[0].Spec.Devices) == 2
+	})
+}
