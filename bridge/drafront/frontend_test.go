@@ -138,10 +138,7 @@ func TestFrontEnd(t *testing.T) {
 	}
 	_, viaDRA := Split(pools, ParsePools("tty-generic"))
 	f.SetPools(viaDRA)
-	waitFor(t, "the registration socket", func() bool {
-		_, err := os.Stat(filepath.Join(r.registrarDir, "cdi.test-reg.sock"))
-		return err == nil
-	})
+	waitRegistered(t, r, "the registration socket")
 	ckpt, err := dradevices.LoadCheckpoint(r.checkpoint)
 	if err != nil || fmt.Sprint(ckpt.UIDs()) != fmt.Sprint([]types.UID{running.UID}) {
 		t.Errorf("when the driver registers, the checkpoint records %v (%v), want the running claim's %s", ckpt.UIDs(), err, running.UID)
@@ -273,14 +270,7 @@ func (s *heldStore) Observe(ctx context.Context, node, config string, seen []ins
 // the store's Observe held, the slice is published and the driver
 // registers; the store is told once it answers.
 func TestFirstPublishDoesNotWaitForTheStore(t *testing.T) {
-	env := apitest.Start(t, apitest.Options{})
-	admin, err := kubernetes.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	admin := adminOfNode(t)
 	r := newRig(t)
 	c := r.config(t, admin)
 	store := &heldStore{Store: c.Store, release: make(chan struct{})}
@@ -291,14 +281,8 @@ func TestFirstPublishDoesNotWaitForTheStore(t *testing.T) {
 	}
 	_, viaDRA := Split(r.discover(t), ParsePools("tty-generic"))
 	f.SetPools(viaDRA)
-	waitFor(t, "the node's slice, while the store is held", func() bool {
-		l, err := admin.ResourceV1().ResourceSlices().List(t.Context(), metav1.ListOptions{FieldSelector: "spec.driver=cdi.test"})
-		return err == nil && len(l.Items) == 1 && len(l.Items[0].Spec.Devices) == 2
-	})
-	waitFor(t, "the registration socket, while the store is held", func() bool {
-		_, err := os.Stat(filepath.Join(r.registrarDir, "cdi.test-reg.sock"))
-		return err == nil
-	})
+	waitSliceOfTwo(t, admin, "the node's slice, while the store is held")
+	waitRegistered(t, r, "the registration socket, while the store is held")
 	if store.observing.Load() != 1 || store.observed.Load() != 0 {
 		t.Errorf("Observe begun %d times, returned %d; want 1 held", store.observing.Load(), store.observed.Load())
 	}
@@ -311,14 +295,7 @@ func TestFirstPublishDoesNotWaitForTheStore(t *testing.T) {
 // allocated with its device is prepared again, and an ADD of a claim it
 // no longer has is released, before its slices are published.
 func TestPoolServedAnewIsRebuilt(t *testing.T) {
-	env := apitest.Start(t, apitest.Options{})
-	admin, err := kubernetes.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	admin := adminOfNode(t)
 	running := allocatedClaim(t, admin, "running", "n1/tty-generic", "tty43")
 	r := newRig(t)
 	pools := r.discover(t)
@@ -330,10 +307,7 @@ func TestPoolServedAnewIsRebuilt(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.SetPools([]discovery.Pool{}) // the drop-in's INFO failed
-	waitFor(t, "the registration socket", func() bool {
-		_, err := os.Stat(filepath.Join(r.registrarDir, "cdi.test-reg.sock"))
-		return err == nil
-	})
+	waitRegistered(t, r, "the registration socket")
 	if got := fmt.Sprint(listed(t, pools[0])); got != "[0f1e2d3c-gone-0]" {
 		t.Fatalf("with the pool not served the plugin holds %s, want the gone claim's ADD alone", got)
 	}
@@ -344,8 +318,39 @@ func TestPoolServedAnewIsRebuilt(t *testing.T) {
 	if ckpt, err := dradevices.LoadCheckpoint(r.checkpoint); err != nil || fmt.Sprint(ckpt.UIDs()) != fmt.Sprint([]types.UID{running.UID}) {
 		t.Errorf("the checkpoint records %v (%v), want the running claim's %s", ckpt.UIDs(), err, running.UID)
 	}
-	waitFor(t, "the node's slice", func() bool {
-		l, err := admin.ResourceV1().ResourceSlices().List(t.Context(), metav1.ListOptions{FieldSelector: "spec.driver=cdi.test"})
+	waitSliceOfTwo(t, admin, "the node's slice")
+}
+
+// adminOfNode starts an API server with a Node n1 and is its admin's
+// client.
+func adminOfNode(t *testing.T) kubernetes.Interface {
+	t.Helper()
+	env := apitest.Start(t, apitest.Options{})
+	admin, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return admin
+}
+
+// waitRegistered waits for the driver's registration socket in r.
+func waitRegistered(t *testing.T, r *rig, what string) {
+	t.Helper()
+	waitFor(t, what, func() bool {
+		_, err := os.Stat(filepath.Join(r.registrarDir, "cdi.test-reg.sock"))
+		return err == nil
+	})
+}
+
+// waitSliceOfTwo waits for the node's one slice of the rig's two
+// terminals.
+func waitSliceOfTwo(t *testing.T, c kubernetes.Interface, what string) {
+	t.Helper()
+	waitFor(t, what, func() bool {
+		l, err := c.ResourceV1().ResourceSlices().List(t.Context(), metav1.ListOptions{FieldSelector: "spec.driver=cdi.test"})
 		return err == nil && len(l.Items) == 1 && len(l.Items[0].Spec.Devices) == 2
 	})
 }
