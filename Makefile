@@ -247,8 +247,15 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # A merge's conflict markers, in any tracked file, fail the lint: the three
 # shapes git writes, each at the start of a line (the base's ||||||| too).
 CONFLICT_MARKERS := ^(<<<<<<<|>>>>>>>|\|\|\|\|\|\|\|)( |$$)|^=======$$
+
+# No tracked file above MAX_TRACKED bytes: what is this large is a build's
+# output (a binary built at the top level once was committed), and it
+# would stay in every clone's history.
+MAX_TRACKED := 1000000
 lint:
 	@if git grep -nE '$(CONFLICT_MARKERS)'; then echo "merge-conflict markers in the lines above"; exit 1; fi
+	@big=$$(git ls-files -z | xargs -0 -r stat -c '%s %n' -- 2>/dev/null | awk '$$1 > $(MAX_TRACKED)'); \
+		if [ -n "$$big" ]; then echo "tracked files above $(MAX_TRACKED) bytes (build output?):"; echo "$$big"; exit 1; fi
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	cd $(E2E) && $(GO) vet ./...
