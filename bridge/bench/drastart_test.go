@@ -17,6 +17,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kwait "k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
@@ -338,22 +339,15 @@ func (x draStartSample) waited() time.Time {
 
 // untilLogged waits until the bridge's log at path has a line of msg.
 func untilLogged(ctx context.Context, path, msg string) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	for {
+	line := []byte(`"msg":"` + msg + `"`)
+	err := kwait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		data, err := os.ReadFile(path)
-		if err != nil {
-			return fmt.Errorf("bridge log: %w", err)
-		}
-		if bytes.Contains(data, []byte(`"msg":"`+msg+`"`)) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("bridge log: no line %q: %w", msg, ctx.Err())
-		case <-time.After(20 * time.Millisecond):
-		}
+		return bytes.Contains(data, line), err
+	})
+	if err != nil {
+		return fmt.Errorf("bridge log: no line %q: %w", msg, err)
 	}
+	return nil
 }
 
 // draStartPart is one part of the bridge's start, for the table.

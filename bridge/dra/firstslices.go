@@ -3,6 +3,7 @@ package dra
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -73,7 +74,7 @@ func (s *NodeSlices) writeFirst(ctx context.Context, owner types.UID) {
 	s.mu.Unlock()
 	api := s.client.ResourceV1().ResourceSlices()
 	var created []string
-	for _, name := range sortedPools(res) {
+	for _, name := range slices.Sorted(maps.Keys(res.Pools)) {
 		pool := res.Pools[name]
 		for i := range pool.Slices {
 			if s.beforeCreate != nil {
@@ -146,16 +147,6 @@ func firstSlice(driver, node string, owner types.UID, name string, pool resource
 			SkipNodeOperations:     sl.SkipNodeOperations,
 		},
 	}
-}
-
-// sortedPools is res's pool names in order.
-func sortedPools(res *resourceslice.DriverResources) []string {
-	var names []string
-	for name := range res.Pools {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	return names
 }
 
 // refIfTrue is a pointer to b if it is set, else nil, as the controller
