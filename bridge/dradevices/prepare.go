@@ -138,15 +138,20 @@ func (p *Preparer) pool(name string) (discovery.Pool, bool, error) {
 // Prepare runs, for every device of claim allocated by this driver, ADD
 // pinned to it with request-id <claim UID>-<n> (n its place among the
 // claim's results of this driver), writes the claim's CDI spec with what
-// the ADDs returned, and returns the devices with their CDI names. It is
-// all or nothing: when an ADD fails, the claim's ADDs are deleted and the
-// claim forgotten.
+// the ADDs returned, and returns the devices with their CDI names.
 //
 // The devices are worked out from the claim every time, and every ADD
 // runs every time, for a claim prepared before too (an ADD repeated
 // returns the same devices): the checkpoint is a record of what to DEL,
 // not of what the plugins hold, which a reboot empties (SPEC.md's boot
 // rule) while the kubelet asks for the claim again.
+//
+// When an ADD fails, the error is returned and only what this call did
+// is undone: the request-ids it ADDed that the claim did not hold before
+// are DELed. What an earlier Prepare of the claim did stays, its record
+// included: a running container may hold it, and the kubelet, which asks
+// again after its own restart, never asks twice for a claim it took for
+// prepared. A claim held nowhere before is forgotten (all or nothing).
 func (p *Preparer) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim) ([]dra.Device, error) {
 	if err := p.waitPools(ctx); err != nil {
 		return nil, err
@@ -156,32 +161,36 @@ func (p *Preparer) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim
 	if err := p.reload(); err != nil {
 		return nil, err
 	}
-	return p.prepare(ctx, claim)
+	return p.prepare(ctx, claim, nil)
 }
 
 // prepare is Prepare, its caller holding claimMu (and, with PluginDir,
-// the library's lock of the calls, the checkpoint read anew).
-func (p *Preparer) prepare(ctx context.Context, claim *resourceapi.ResourceClaim) ([]dra.Device, error) {
+// the library's lock of the calls, the checkpoint read anew). listed is
+// the request-ids the plugins held before the call (Rebuild's LIST), held
+// as the record's results are; nil where not known.
+func (p *Preparer) prepare(ctx context.Context, claim *resourceapi.ResourceClaim, listed map[string]bool) ([]dra.Device, error) {
 	rec, err := p.plan(claim)
 	if err != nil {
 		return nil, err
 	}
-	if old, ok := p.Checkpoint.Get(claim.UID); ok && !sameDevices(old, rec) {
+	old, had := p.Checkpoint.Get(claim.UID)
+	if had && !sameDevices(old, rec) {
 		// Not this allocation's record: its ADDs go first.
 		if err := p.release(ctx, claim.UID, old); err != nil {
 			return nil, err
 		}
+		had = false
 	}
-	// Recorded before any ADD, so that whatever happens next an
-	// Unprepare knows which request-ids to DEL.
-	if err := p.Checkpoint.Put(claim.UID, rec); err != nil {
+	if had {
+		rec = old
+	} else if err := p.Checkpoint.Put(claim.UID, rec); err != nil {
+		// Recorded before any ADD, so that whatever happens next an
+		// Unprepare knows which request-ids to DEL.
 		return nil, err
 	}
-	if err := p.addAll(ctx, &rec); err != nil {
-		if uerr := p.release(ctx, claim.UID, rec); uerr != nil {
-			err = errors.Join(err, fmt.Errorf("undoing the claim's ADDs: %w", uerr))
-		}
-		return nil, err
+	held := heldBefore(rec, listed)
+	if reached, err := p.addAll(ctx, &rec); err != nil {
+		return nil, p.undo(ctx, claim.UID, rec, reached, held, err)
 	}
 	if err := p.Checkpoint.Put(claim.UID, rec); err != nil {
 		return nil, err
@@ -193,6 +202,45 @@ func (p *Preparer) prepare(ctx context.Context, claim *resourceapi.ResourceClaim
 		}
 	}
 	return p.devices(rec, s), nil
+}
+
+// heldBefore is the request-ids of rec that an earlier call holds: those
+// with a recorded result, and those listed.
+func heldBefore(rec Claim, listed map[string]bool) map[string]bool {
+	held := map[string]bool{}
+	for _, d := range rec.Devices {
+		if d.Result != nil || listed[d.RequestID] {
+			held[d.RequestID] = true
+		}
+	}
+	return held
+}
+
+// undo takes back what a Prepare of claim uid that failed with cause did:
+// the ADDs it reached (reached: those that succeeded and the one that
+// failed, which may have allocated all the same) of request-ids not held
+// before. The record keeps the results of those held before, and is
+// forgotten when it has none and every DEL succeeded. The error is cause,
+// joined with the undo's.
+func (p *Preparer) undo(ctx context.Context, uid types.UID, rec Claim, reached int, held map[string]bool, cause error) error {
+	var undo Claim
+	for i := range rec.Devices[:reached] {
+		if d := &rec.Devices[i]; !held[d.RequestID] {
+			undo.Devices = append(undo.Devices, *d)
+			d.Result = nil
+		}
+	}
+	var errs []error
+	if err := p.delAll(ctx, uid, undo); err != nil {
+		errs = append(errs, fmt.Errorf("undoing the claim's ADDs: %w", err))
+	}
+	switch {
+	case len(held) == 0 && len(errs) == 0:
+		errs = append(errs, p.Checkpoint.Delete(uid))
+	default:
+		errs = append(errs, p.Checkpoint.Put(uid, rec))
+	}
+	return errors.Join(append([]error{cause}, errs...)...)
 }
 
 // sameDevices says whether a and b are the ADDs of the same devices under
@@ -300,31 +348,40 @@ func findDevice(p discovery.Pool, name string) (spec.DeviceInfo, bool) {
 	return spec.DeviceInfo{}, false
 }
 
-// addAll runs the ADDs of rec's devices and records their results in rec;
-// a device for admin access has none.
-func (p *Preparer) addAll(ctx context.Context, rec *Claim) error {
+// addAll runs the ADDs of rec's devices, in order, and records their
+// results in rec; a device for admin access has none. It stops at the
+// first that fails: reached counts the devices it went through, that one
+// included.
+func (p *Preparer) addAll(ctx context.Context, rec *Claim) (reached int, err error) {
 	for i := range rec.Devices {
-		d := &rec.Devices[i]
-		if d.AdminAccess {
-			continue
+		if err := p.add(ctx, &rec.Devices[i]); err != nil {
+			return i + 1, err
 		}
-		pl, ok, err := p.pool(d.Pool)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return fmt.Errorf("%w: pool %s is not served", ErrNotAllocatable, d.Pool)
-		}
-		req, err := spec.ParseRequest(d.Resource + ":1")
-		if err != nil {
-			return err
-		}
-		r, err := pl.Plugin.Add(ctx, invoke.AddRequest{Request: req, RequestID: d.RequestID, Devices: []string{d.ID}})
-		if err != nil {
-			return fmt.Errorf("ADD of %s (device %s of pool %s): %w", d.RequestID, d.ID, d.Pool, err)
-		}
-		d.Result = r
 	}
+	return len(rec.Devices), nil
+}
+
+// add runs d's ADD, pinned to its device, and records its result in d.
+func (p *Preparer) add(ctx context.Context, d *PreparedDevice) error {
+	if d.AdminAccess {
+		return nil
+	}
+	pl, ok, err := p.pool(d.Pool)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("%w: pool %s is not served", ErrNotAllocatable, d.Pool)
+	}
+	req, err := spec.ParseRequest(d.Resource + ":1")
+	if err != nil {
+		return err
+	}
+	r, err := pl.Plugin.Add(ctx, invoke.AddRequest{Request: req, RequestID: d.RequestID, Devices: []string{d.ID}})
+	if err != nil {
+		return fmt.Errorf("ADD of %s (device %s of pool %s): %w", d.RequestID, d.ID, d.Pool, err)
+	}
+	d.Result = r
 	return nil
 }
 

@@ -114,7 +114,7 @@ func (p *Preparer) rebuild(ctx context.Context, t Truth) error {
 		if !allocated[c.UID] || !p.here(c, listed, t.Pods) {
 			continue
 		}
-		if _, err := p.prepare(ctx, c); err != nil {
+		if _, err := p.prepare(ctx, c, listed); err != nil {
 			errs = append(errs, fmt.Errorf("claim %s/%s: %w", c.Namespace, c.Name, err))
 		}
 	}

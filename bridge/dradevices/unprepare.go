@@ -64,6 +64,18 @@ func (p *Preparer) listed(ctx context.Context, uid types.UID) (Claim, error) {
 
 // release DELs rec's request-ids and forgets claim uid.
 func (p *Preparer) release(ctx context.Context, uid types.UID, rec Claim) error {
+	if err := p.delAll(ctx, uid, rec); err != nil {
+		return err
+	}
+	if _, ok := p.Checkpoint.Get(uid); !ok {
+		return nil
+	}
+	return p.Checkpoint.Delete(uid)
+}
+
+// delAll DELs the request-ids of rec, a record of claim uid or a part of
+// one; an unknown request-id is no error.
+func (p *Preparer) delAll(ctx context.Context, uid types.UID, rec Claim) error {
 	var errs []error
 	for _, d := range rec.Devices {
 		if d.AdminAccess {
@@ -82,13 +94,7 @@ func (p *Preparer) release(ctx context.Context, uid types.UID, rec Claim) error 
 			errs = append(errs, fmt.Errorf("DEL of %s (device %s of pool %s): %w", d.RequestID, d.ID, d.Pool, err))
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	if _, ok := p.Checkpoint.Get(uid); !ok {
-		return nil
-	}
-	return p.Checkpoint.Delete(uid)
+	return errors.Join(errs...)
 }
 
 // RestoreSpecs writes the CDI spec file of every claim the checkpoint
