@@ -16,20 +16,25 @@
 //
 // The checkpoint is a cache. What the plugins hold is their LIST (a
 // claim's request-ids are <claim UID>-<n>), which claims are prepared
-// here the API server's allocations and the kubelet's containers say:
-// every Prepare repeats its ADDs, an Unprepare of a claim not recorded
-// DELs what LIST has of it, and at start Rebuild prepares again what the
-// API server has allocated here and releases only what neither it nor a
-// container holds. A checkpoint that cannot be read, or that a previous
-// boot wrote, is moved aside (OpenCheckpoint).
+// here the kubelet says (its pods' claims, which it will unprepare) and
+// the API server's allocations of them: every Prepare repeats its ADDs,
+// and undoes only the ADDs it made itself when one fails; an Unprepare of
+// a claim not recorded DELs what LIST has of it; at start Rebuild
+// prepares again the claims the kubelet names, each read from the API
+// server by its name (never a list of the cluster's claims), and
+// unprepares the recorded claims the API server no longer has allocated.
+// Every reclaim period Sweep releases what no pod of the kubelet's has
+// named for the grace: a recorded claim, an ADD of no record, a device
+// plugins' slot left in a pool moved to DRA. A checkpoint that cannot be
+// read, or that a previous boot wrote, is moved aside (OpenCheckpoint).
 //
 // With a pod UID (Preparer.PluginDir) the two bridges of a rolling
 // update share the checkpoint file. The kubelet-plugin library holds a
 // lock file of the plugin directory around each Prepare and Unprepare
 // (dra.CallLock), under which each call reads the checkpoint anew; what
 // runs outside those calls and releases allocations or writes the file,
-// Rebuild (which also reads the API server's claims under it) and
-// Sweep, takes the same lock first. Read anew, a file that cannot be
+// Rebuild (which also reads the kubelet's claims under it) and Sweep,
+// takes the same lock first. Read anew, a file that cannot be
 // read is moved aside and the records in memory are written again; one
 // that is gone leaves them.
 //

@@ -51,9 +51,11 @@ type Preparer struct {
 	// Logger gets what cannot be returned. Each ADD and DEL is bounded
 	// by the pool's Plugin.Timeout, as discovery set it.
 	Logger *slog.Logger
-	// Grace is how long an allocation of the device plugins in a DRA
-	// drop-in (its pool moved to DRA under running pods) is kept once no
-	// container holds it (Sweep).
+	// Grace is how long what the kubelet's pods do not hold is kept in a
+	// DRA drop-in (Sweep): an allocation of the device plugins (its pool
+	// moved to DRA under running pods) once no container holds it, and
+	// a claim's, recorded or not, once the kubelet does not name the
+	// claim. It bridges a kubelet restart.
 	Grace time.Duration
 	// PluginDir, when set, is the DRA driver's plugin directory shared
 	// with the other bridge of a rolling update (dra.Config.PodUID), which
@@ -74,9 +76,12 @@ type Preparer struct {
 	// heldElsewhere is, by pool, the devices the device plugins'
 	// allocations hold (Rebuild, Sweep): not offered in the slices.
 	heldElsewhere map[string]map[string]bool
-	// foreign tracks each drop-in's allocations of the device plugins,
-	// by its file; claimMu's.
-	foreign map[string]*reclaim.Foreign
+	// slots tracks each drop-in's allocations of the device plugins, and
+	// leftovers its allocations no record names, by its file; unnamed
+	// is, per recorded claim, since when the kubelet has not named it
+	// (collect). claimMu's.
+	slots, leftovers map[string]*reclaim.Foreign
+	unnamed          map[types.UID]time.Time
 	// claimMu makes Prepare and Unprepare one at a time, so that the
 	// checkpoint's record of a claim is read and written by one call: the
 	// library serializes the kubelet's calls, but that is its choice.

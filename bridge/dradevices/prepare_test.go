@@ -157,7 +157,7 @@ func (r *rig) spec(t *testing.T, uid types.UID) (*specs.Spec, bool) {
 type result struct{ driver, pool, device string }
 
 func claim(uid types.UID, results ...result) *resourceapi.ResourceClaim {
-	c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", UID: uid},
+	c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: string(uid), UID: uid},
 		Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{}}}
 	for i, r := range results {
 		c.Status.Allocation.Devices.Results = append(c.Status.Allocation.Devices.Results, resourceapi.DeviceRequestAllocationResult{

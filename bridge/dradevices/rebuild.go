@@ -6,77 +6,77 @@ import (
 	"fmt"
 	"maps"
 	"regexp"
+	"slices"
 	"strings"
-	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/cdiexec/cdi/bridge/cdispec"
 	"github.com/cdiexec/cdi/bridge/discovery"
 	"github.com/cdiexec/cdi/bridge/dra"
 	"github.com/cdiexec/cdi/bridge/instance"
 	"github.com/cdiexec/cdi/bridge/reclaim"
-	"github.com/cdiexec/cdi/spec"
 )
 
 // Truth is what Rebuild is told of the world beyond the checkpoint.
 type Truth struct {
-	// Claims are the API server's claims: every one with an allocation
-	// result of the driver, or more (the others are passed over).
-	Claims []resourceapi.ResourceClaim
-	// Pods is what the kubelet's containers hold; nil where the kubelet
-	// cannot be asked (no PodResources socket), which frees nothing.
+	// Pods is what the kubelet's containers hold, the claims of its pods
+	// among it; nil where the kubelet cannot be asked (no PodResources
+	// socket), which frees nothing.
 	Pods *reclaim.Pods
+	// Claims are the API server's claims Rebuild asked for, by
+	// <namespace>/<name>: those the kubelet names (Pods.Claims) and those
+	// the checkpoint records. One the API server does not have is absent.
+	Claims map[string]*resourceapi.ResourceClaim
 }
 
-// ReadTruth reads the Truth: the API server's claims, the kubelet's
-// containers.
-type ReadTruth func(context.Context) (Truth, error)
+// ReadTruth reads the Truth: the kubelet's containers, then each claim
+// they name and each of recorded (the checkpoint's) from the API server,
+// one at a time: a node never lists the cluster's claims.
+type ReadTruth func(ctx context.Context, recorded []types.NamespacedName) (Truth, error)
 
 // ErrNotRebuilt is wrapped by Rebuild's error when it did nothing: the
 // Truth, the checkpoint or the lock could not be had. Rebuild is to be
 // tried again.
 var ErrNotRebuilt = errors.New("prepared claims not rebuilt")
 
-// Rebuild makes the checkpoint and the plugins agree with the API server
-// and the kubelet, once the pools are set and before the driver
+// Rebuild makes the checkpoint and the plugins agree with the kubelet
+// and the API server, once the pools are set and before the driver
 // registers: the checkpoint is a cache, which may have been set aside
 // (OpenCheckpoint), deleted, or written before a reboot that emptied the
 // plugins' state.
 //
-//   - Every claim allocated with a device of this node's pools and
-//     reserved for a pod, and every reserved claim of a shared pool that
-//     this node's plugins, the checkpoint or the kubelet's containers name,
-//     is prepared again (Prepare: its ADDs repeated, its record and CDI
-//     spec written), so that a running pod keeps its devices and a
-//     restarted container finds its spec.
+//   - Every claim the kubelet names (its pods' claims, which it will
+//     unprepare) that the API server has allocated with this driver and
+//     reserved is prepared again (Prepare: its ADDs repeated, its record
+//     and CDI spec written), so that a running pod keeps its devices and
+//     a restarted container finds its spec. A claim reserved for a pod
+//     the kubelet does not run (rejected, deleted before its Prepare,
+//     finished) is not: nothing would unprepare it. Without the kubelet,
+//     the recorded claims still allocated are prepared again.
 //   - With the kubelet asked (else nothing is released), a recorded claim
-//     the API server no longer has allocated is unprepared, and each DRA
-//     drop-in's GC releases what holds none of those claims and no
-//     container holds: a claim gone while the bridge was down, another
-//     caller's allocation. An allocation of the device plugins (the
-//     drop-in moved to DRA under running pods) is kept while a container
-//     holds its pool's device-plugin resources, and for the grace after
-//     (Sweep), its device left out of the slices (Withheld).
+//     the API server no longer has allocated is unprepared; what else the
+//     DRA drop-ins hold is looked after as Sweep does (collect): nothing
+//     of it is released before the grace.
 //
-// A claim that cannot be prepared is in the error, and the others go on.
+// A claim that cannot be prepared is in the error, and the others go on;
+// what an earlier Prepare of it did, and what the plugins held of it,
+// stays.
 //
 // It reads the Truth (read) under the lock of Prepare and Unprepare, and
 // with PluginDir set under the library's lock of the calls, the
 // checkpoint read anew (lockCalls): the other bridge of a rolling update
 // serves the kubelet until this one registers, and a claim it prepares
-// is in the checkpoint, and allocated in the API server, before its ADDs
-// run. Read before the lock, the API server's claims could miss one that
-// the other bridge prepared in between, whose record and ADDs would then
-// be taken for leftovers and released.
+// is in the checkpoint before its ADDs run. Read before the lock, the
+// kubelet's claims could miss one that the other bridge prepared in
+// between, whose record and ADDs would then be taken for leftovers.
 func (p *Preparer) Rebuild(ctx context.Context, read ReadTruth) error {
 	unlock, err := p.lockCalls(ctx)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrNotRebuilt, err)
 	}
 	defer unlock()
-	t, err := read(ctx)
+	t, err := read(ctx, p.recordedNames())
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrNotRebuilt, err)
 	}
@@ -89,55 +89,94 @@ func (p *Preparer) rebuild(ctx context.Context, t Truth) error {
 	if err != nil {
 		return err
 	}
-	allocated := map[types.UID]bool{}
-	for i := range t.Claims {
-		if p.ofDriver(&t.Claims[i]) {
-			allocated[t.Claims[i].UID] = true
-		}
-	}
-	// The claims gone first: their devices may be a rebuilt claim's.
 	var errs []error
-	for _, uid := range p.Checkpoint.UIDs() {
-		if allocated[uid] || t.Pods == nil {
-			continue
-		}
-		rec, _ := p.Checkpoint.Get(uid)
-		p.log().Info("releasing a prepared claim the API server no longer has allocated", "claim", rec.Namespace+"/"+rec.Name, "uid", uid)
-		if err := p.release(ctx, uid, rec); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		errs = append(errs, p.CDI.RemoveFile(SpecFile(uid)))
+	// The claims gone first: their devices may be a rebuilt claim's.
+	if t.Pods != nil {
+		errs = append(errs, p.releaseGone(ctx, t.Claims))
 	}
-	for i := range t.Claims {
-		c := &t.Claims[i]
-		if !allocated[c.UID] || !p.here(c, listed, t.Pods) {
-			continue
-		}
+	for _, c := range p.toPrepare(t) {
 		if _, err := p.prepare(ctx, c, listed); err != nil {
 			errs = append(errs, fmt.Errorf("claim %s/%s: %w", c.Namespace, c.Name, err))
 		}
 	}
 	if t.Pods != nil {
-		own := func(id string) bool { return allocated[claimOf(id)] || p.recorded(id) || p.claimHeld(t.Pods, id) }
-		errs = append(errs, p.collect(ctx, t.Pods, own, true))
+		errs = append(errs, p.collect(ctx, t.Pods))
 	}
 	return errors.Join(errs...)
 }
 
-// Sweep is Rebuild's GC as it runs every reclaim period, with the kubelet
-// only: it releases the allocations of the device plugins in DRA drop-ins
-// that no container has held for the grace, and tells what the others
-// hold, to leave out of the slices. Nothing else is released: whether a
-// claim the checkpoint does not record is still allocated only the API
-// server's list of every claim says, which Rebuild reads once.
+// recordedNames is the namespace and name of every claim recorded.
+func (p *Preparer) recordedNames() []types.NamespacedName {
+	var out []types.NamespacedName
+	for _, uid := range p.Checkpoint.UIDs() {
+		rec, _ := p.Checkpoint.Get(uid)
+		out = append(out, types.NamespacedName{Namespace: rec.Namespace, Name: rec.Name})
+	}
+	return out
+}
+
+// releaseGone unprepares each recorded claim that claims, the API
+// server's, no longer has allocated with this driver: gone, or another
+// claim of its name, or deallocated.
+func (p *Preparer) releaseGone(ctx context.Context, claims map[string]*resourceapi.ResourceClaim) error {
+	var errs []error
+	for _, uid := range p.Checkpoint.UIDs() {
+		rec, _ := p.Checkpoint.Get(uid)
+		if c := claims[rec.Namespace+"/"+rec.Name]; c != nil && c.UID == uid && p.ofDriver(c) {
+			continue
+		}
+		p.log().Info("releasing a prepared claim the API server no longer has allocated", "claim", rec.Namespace+"/"+rec.Name, "uid", uid)
+		errs = append(errs, p.unprepare(ctx, uid, rec))
+	}
+	return errors.Join(errs...)
+}
+
+// unprepare DELs rec, the record of claim uid, forgets it and removes its
+// CDI spec.
+func (p *Preparer) unprepare(ctx context.Context, uid types.UID, rec Claim) error {
+	if err := p.release(ctx, uid, rec); err != nil {
+		return err
+	}
+	return p.CDI.RemoveFile(SpecFile(uid))
+}
+
+// toPrepare is the claims of t to prepare again, in the order of their
+// names: with the kubelet asked, those it names; without, those
+// recorded; of each, only one allocated with this driver and reserved.
+func (p *Preparer) toPrepare(t Truth) []*resourceapi.ResourceClaim {
+	var names []string
+	if t.Pods != nil {
+		names = slices.Collect(maps.Keys(t.Pods.Claims))
+	} else {
+		for _, n := range p.recordedNames() {
+			names = append(names, n.String())
+		}
+	}
+	var out []*resourceapi.ResourceClaim
+	for _, name := range slices.Sorted(slices.Values(names)) {
+		c := t.Claims[name]
+		if c == nil || !p.ofDriver(c) || len(c.Status.ReservedFor) == 0 {
+			continue
+		}
+		if _, ok := p.Checkpoint.Get(c.UID); t.Pods == nil && !ok {
+			continue // another claim of the recorded one's name
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// Sweep releases, every reclaim period, what the DRA drop-ins' plugins
+// hold that nothing will release (collect), and tells what the device
+// plugins' allocations and the leftovers hold, to leave out of the
+// slices. It asks only the kubelet (pods), never the API server.
 func (p *Preparer) Sweep(ctx context.Context, pods *reclaim.Pods) error {
 	unlock, err := p.lockCalls(ctx)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	return p.collect(ctx, pods, func(id string) bool { return !p.isSlot(id) }, false)
+	return p.collect(ctx, pods)
 }
 
 // lockCalls is the lock of Prepare and Unprepare for work outside them:
@@ -173,33 +212,6 @@ func (p *Preparer) ofDriver(c *resourceapi.ResourceClaim) bool {
 	return false
 }
 
-// here says whether c, a claim of this driver, is to be prepared on this
-// node: it is reserved for a pod, and has a device of this node's pools,
-// or of a shared pool that this node's plugins (listed), checkpoint or
-// containers name it for.
-func (p *Preparer) here(c *resourceapi.ResourceClaim, listed map[string]bool, pods *reclaim.Pods) bool {
-	if len(c.Status.ReservedFor) == 0 {
-		return false
-	}
-	for _, r := range c.Status.Allocation.Devices.Results {
-		if r.Driver == p.Driver && strings.HasPrefix(r.Pool, PoolName(p.Node, "")) {
-			return true
-		}
-	}
-	if _, ok := p.Checkpoint.Get(c.UID); ok {
-		return true
-	}
-	if pods != nil && pods.Claims[c.Namespace+"/"+c.Name] {
-		return true
-	}
-	for id := range listed {
-		if claimOf(id) == c.UID {
-			return true
-		}
-	}
-	return false
-}
-
 // requestIDForm is a claim's request-id, <claim UID>-<n>.
 var requestIDForm = regexp.MustCompile(`^(.+)-[0-9]+$`)
 
@@ -210,26 +222,6 @@ func claimOf(requestID string) types.UID {
 		return ""
 	}
 	return types.UID(m[1])
-}
-
-// recorded says whether the checkpoint records requestID.
-func (p *Preparer) recorded(requestID string) bool {
-	rec, ok := p.Checkpoint.Get(claimOf(requestID))
-	if !ok {
-		return false
-	}
-	for _, d := range rec.Devices {
-		if d.RequestID == requestID {
-			return true
-		}
-	}
-	return false
-}
-
-// claimHeld says whether a container holds the device of request-id
-// requestID, by the CDI name the claim gave it.
-func (p *Preparer) claimHeld(pods *reclaim.Pods, requestID string) bool {
-	return pods.CDIDevices[cdispec.ClaimDevice(p.Vendor, requestID)]
 }
 
 // slotForm is the end of a device plugins' slot id, <instance>-<i>, of an
@@ -312,109 +304,4 @@ func (p *Preparer) dropIns() []dropIn {
 		res = append(res, *d)
 	}
 	return res
-}
-
-// collect goes over each DRA drop-in's allocations: those own says are
-// the front end's stay; the device plugins' slots a container may hold
-// are kept (reclaim.Foreign), their devices told as held elsewhere, and
-// released once none has for the grace; with gc, every other allocation
-// is released too, by GC with what stays as the valid set, else the
-// device plugins' slots alone, by DEL. A drop-in that cannot LIST keeps
-// what it held.
-func (p *Preparer) collect(ctx context.Context, pods *reclaim.Pods, own func(string) bool, gc bool) error {
-	var errs []error
-	p.mu.Lock()
-	elsewhere := maps.Clone(p.heldElsewhere)
-	p.mu.Unlock()
-	if elsewhere == nil {
-		elsewhere = map[string]map[string]bool{}
-	}
-	for _, d := range p.dropIns() {
-		l, err := d.plugin.Plugin.List(ctx)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("LIST of drop-in %s: %w", d.file, err))
-			continue
-		}
-		var others []spec.Allocation
-		for _, a := range l.Allocations {
-			if !own(a.RequestID) && !p.isSlot(a.RequestID) {
-				others = append(others, a)
-			}
-		}
-		keep, release := p.foreignOf(d.file).Sort(time.Now(), l.Allocations, func(id string) bool { return own(id) || !p.isSlot(id) },
-			func(id string) bool { return p.slotHeld(pods, id) })
-		if gc {
-			errs = append(errs, p.gc(ctx, d, l.Allocations, append(release, others...)))
-		} else {
-			errs = append(errs, p.delSlots(ctx, d, release))
-		}
-		for _, name := range d.pools {
-			elsewhere[name] = reclaim.Devices(keep)
-		}
-	}
-	p.mu.Lock()
-	p.heldElsewhere = elsewhere
-	p.mu.Unlock()
-	return errors.Join(errs...)
-}
-
-// gc runs GC on drop-in d with every allocation but release valid.
-func (p *Preparer) gc(ctx context.Context, d dropIn, allocs, release []spec.Allocation) error {
-	gone := map[string]bool{}
-	for _, a := range release {
-		gone[a.RequestID] = true
-	}
-	valid := []string{}
-	for _, a := range allocs {
-		if !gone[a.RequestID] {
-			valid = append(valid, a.RequestID)
-		}
-	}
-	r, err := d.plugin.Plugin.GC(ctx, valid)
-	if err != nil {
-		return fmt.Errorf("GC of drop-in %s: %w", d.file, err)
-	}
-	if len(r.Released) > 0 {
-		p.log().Info("released allocations of no claim that no container holds", "dropIn", d.file, "requestIds", r.Released)
-	}
-	return nil
-}
-
-// delSlots DELs the device plugins' slots of release in drop-in d.
-func (p *Preparer) delSlots(ctx context.Context, d dropIn, release []spec.Allocation) error {
-	var errs []error
-	for _, a := range release {
-		if err := d.plugin.Plugin.Del(ctx, a.RequestID); err != nil && spec.CodeOf(err) != spec.CodeUnknownRequestID {
-			errs = append(errs, fmt.Errorf("DEL of %s in drop-in %s: %w", a.RequestID, d.file, err))
-			continue
-		}
-		p.log().Info("released a device plugins' slot of a DRA pool that no container holds", "dropIn", d.file, "requestId", a.RequestID)
-	}
-	return errors.Join(errs...)
-}
-
-// foreignOf is the reclaim.Foreign of drop-in file.
-func (p *Preparer) foreignOf(file string) *reclaim.Foreign {
-	if p.foreign == nil {
-		p.foreign = map[string]*reclaim.Foreign{}
-	}
-	f, ok := p.foreign[file]
-	if !ok {
-		f = &reclaim.Foreign{Grace: p.Grace}
-		p.foreign[file] = f
-	}
-	return f
-}
-
-// Withheld is, by pool, the devices the device plugins' allocations hold
-// (Rebuild, Sweep): the slices leave them out until they are released
-// (Resources).
-func (p *Preparer) Withheld() map[string]map[string]bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := make(map[string]map[string]bool, len(p.heldElsewhere))
-	for pool, held := range p.heldElsewhere {
-		out[pool] = maps.Clone(held)
-	}
-	return out
 }

@@ -61,13 +61,13 @@ func TestRollingUpdateSharesTheCheckpoint(t *testing.T) {
 		}
 	}
 	// The API server has late allocated, and reserved for a pod whose
-	// container has not started: the kubelet holds nothing yet; and
-	// ending allocated still, its pod gone: the kubelet is to unprepare
-	// it, which Rebuild leaves to it.
+	// container has not started, which the kubelet names; and ending
+	// allocated still, its pod gone: the kubelet is to unprepare it,
+	// which Rebuild leaves to it (for the grace).
 	endingNow := reserved("ending", tty(3))
 	endingNow.Status.ReservedFor = nil
-	if err := newPod.Rebuild(ctx, given(Truth{Claims: []resourceapi.ResourceClaim{reserved("late", tty(0)), endingNow},
-		Pods: &reclaim.Pods{}})); err != nil {
+	newPod.Grace = time.Hour
+	if err := newPod.Rebuild(ctx, given(Truth{Claims: inAPI(reserved("late", tty(0)), endingNow), Pods: naming("late")})); err != nil {
 		t.Fatal(err)
 	}
 	if got := r.sorted(t); got != "[ending-0 late-0]" {
@@ -153,9 +153,9 @@ func TestRebuildKeepsWhatTheOtherBridgePreparesMeanwhile(t *testing.T) {
 		return err
 	}
 	called := make(chan error, 1)
-	read := func(context.Context) (Truth, error) {
+	read := func(context.Context, []types.NamespacedName) (Truth, error) {
 		mu.Lock()
-		truth := Truth{Claims: slices.Clone(api), Pods: &reclaim.Pods{}}
+		truth := Truth{Claims: inAPI(api...), Pods: &reclaim.Pods{}}
 		mu.Unlock()
 		// The old bridge's call comes now, before this Rebuild releases
 		// what truth does not name; let it run if it can.

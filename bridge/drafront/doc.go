@@ -9,13 +9,16 @@
 // Its checkpoint is a cache. Start moves aside one that cannot be read or
 // that a previous boot wrote (a Warning Event of the Node says so); once
 // the first discovery has set the pools, the prepared claims are rebuilt
-// from every ResourceClaim of the API server and what the kubelet's
-// PodResources says its containers hold (dradevices.Preparer.Rebuild),
-// and only then is the driver registered with the kubelet and the slices
-// published. Every reclaim period the device plugins' allocations left in
-// a DRA pool (a pool moved to DRA under running pods) are released once
-// no container has held them for the grace; their devices are left out
-// of the slices until then.
+// from the claims the kubelet's PodResources names, each read from the
+// API server by its name, and the plugins' LIST
+// (dradevices.Preparer.Rebuild), and only then is the driver registered
+// with the kubelet and the slices published. Every reclaim period what
+// the DRA pools' plugins hold and no pod of the kubelet's has named for
+// the grace is released (dradevices.Preparer.Sweep): a prepared claim
+// the kubelet will never unprepare, an ADD whose record was lost, a
+// device plugins' allocation left in a pool moved to DRA under running
+// pods; the devices of the last two are left out of the slices until
+// then.
 //
 // With a pod UID (Config.PodUID, the chart's maxSurge update with
 // dra.pools) the driver registers under sockets of its pod, beside the

@@ -29,6 +29,7 @@ import (
 	"github.com/cdiexec/cdi/bridge/internal/testing/apitest"
 	"github.com/cdiexec/cdi/bridge/internal/testing/kubelettest"
 	"github.com/cdiexec/cdi/bridge/internal/testing/schedtest"
+	"github.com/cdiexec/cdi/bridge/reclaim"
 	"github.com/cdiexec/cdi/plugins/exectest"
 	"github.com/cdiexec/cdi/spec"
 	"github.com/cdiexec/cdi/spec/invoke"
@@ -127,7 +128,7 @@ func TestFrontEnd(t *testing.T) {
 	addAs(t, pools[0], "0f1e2d3c-gone-0", "tty44")
 	var setAside []string
 	c := r.config(t, client)
-	_, c.Kubelet = kubelettest.StartPodResources(t)
+	c.Kubelet = kubeletNaming(t, "running")
 	c.OnSetAside = func(reason string) { setAside = append(setAside, reason) }
 	f, err := Start(t.Context(), c)
 	if err != nil {
@@ -161,6 +162,19 @@ func TestFrontEnd(t *testing.T) {
 		l, err := admin.ResourceV1().ResourceSlices().List(t.Context(), metav1.ListOptions{FieldSelector: "spec.driver=cdi.test"})
 		return err == nil && len(l.Items) == 1 && l.Items[0].Spec.Pool.Name == "n1/tty-generic" && len(l.Items[0].Spec.Devices) == 2
 	})
+}
+
+// kubeletNaming is the kubelet's PodResources, whose pods name the
+// driver's claims of names in namespace default.
+func kubeletNaming(t *testing.T, names ...string) reclaim.Lister {
+	t.Helper()
+	kubelet, client := kubelettest.StartPodResources(t)
+	var claims []kubelettest.HeldClaim
+	for _, n := range names {
+		claims = append(claims, kubelettest.HeldClaim{Namespace: metav1.NamespaceDefault, Name: n, Driver: "cdi.test"})
+	}
+	kubelet.SetClaims(claims...)
+	return client
 }
 
 // allocatedClaim creates a claim in namespace default, allocated with
@@ -301,7 +315,7 @@ func TestPoolServedAnewIsRebuilt(t *testing.T) {
 	pools := r.discover(t)
 	addAs(t, pools[0], "0f1e2d3c-gone-0", "tty44")
 	c := r.config(t, admin)
-	_, c.Kubelet = kubelettest.StartPodResources(t)
+	c.Kubelet = kubeletNaming(t, "running")
 	f, err := Start(t.Context(), c)
 	if err != nil {
 		t.Fatal(err)

@@ -5,38 +5,43 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	kwait "k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/cdiexec/cdi/bridge/dradevices"
 	"github.com/cdiexec/cdi/bridge/reclaim"
 )
 
-// rebuild runs dradevices.Preparer.Rebuild with the API server's claims
-// and what the kubelet's containers hold (truth), trying again with a
-// backoff (up to rebuildBackoffCap) until both answered and every claim
-// found here was prepared, or ctx ends (false). A claim that cannot be
-// prepared (its device gone) is logged, not tried again for ever.
+// rebuild runs dradevices.Preparer.Rebuild with what the kubelet's
+// containers hold and the API server's claims it names (truth), trying
+// again with a backoff (up to rebuildBackoffCap) until both answered and
+// every claim found here was prepared, or ctx ends (false). A claim that
+// cannot be prepared (its device gone) is logged, not tried again for
+// ever.
 func (f *FrontEnd) rebuild(ctx context.Context) bool {
 	backoff := kwait.Backoff{Duration: time.Second, Factor: 2, Steps: 1 << 30, Cap: rebuildBackoffCap}
 	for {
 		var kubeletAsked bool
-		err := f.preparer.Rebuild(ctx, func(ctx context.Context) (dradevices.Truth, error) {
-			t, err := f.truth(ctx)
-			kubeletAsked = t.Pods != nil
+		var claimsRead int
+		err := f.preparer.Rebuild(ctx, func(ctx context.Context, recorded []types.NamespacedName) (dradevices.Truth, error) {
+			t, err := f.truth(ctx, recorded)
+			kubeletAsked, claimsRead = t.Pods != nil, len(t.Claims)
 			return t, err
 		})
 		if !errors.Is(err, dradevices.ErrNotRebuilt) {
 			if err != nil {
 				f.log.Error("rebuilding the prepared claims: some are not prepared; the kubelet prepares them again", "error", err)
 			}
-			f.log.Info("prepared claims rebuilt from the API server and the plugins", "prepared", len(f.preparer.Checkpoint.UIDs()),
-				"kubeletAsked", kubeletAsked)
+			f.log.Info("prepared claims rebuilt from the kubelet, the API server and the plugins", "prepared", len(f.preparer.Checkpoint.UIDs()),
+				"kubeletAsked", kubeletAsked, "claimsRead", claimsRead)
 			return true
 		}
 		delay := backoff.Step()
@@ -57,44 +62,57 @@ const rebuildBackoffCap = 30 * time.Second
 // lock of the calls, and the kubelet gives up a call after 45 s.
 const truthTimeout = 30 * time.Second
 
-// truth is every claim of the API server and what the kubelet's
-// containers hold (none without Config.Kubelet).
-func (f *FrontEnd) truth(ctx context.Context) (dradevices.Truth, error) {
+// truth is what the kubelet's containers hold (none without
+// Config.Kubelet), and the API server's claims that it names and those
+// recorded (the checkpoint's), each read by its name: which claims the
+// cluster has allocated with this node's devices no selector says, and
+// the node needs only those its kubelet will unprepare, a few, where a
+// list of every claim grows with the cluster.
+func (f *FrontEnd) truth(ctx context.Context, recorded []types.NamespacedName) (dradevices.Truth, error) {
 	if f.cfg.PodUID != "" {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, truthTimeout)
 		defer cancel()
 	}
-	claims, err := f.listClaims(ctx)
+	var t dradevices.Truth
+	names := map[string]types.NamespacedName{}
+	for _, n := range recorded {
+		names[n.String()] = n
+	}
+	if f.cfg.Kubelet != nil {
+		pods, err := reclaim.ListPods(ctx, f.cfg.Kubelet, f.driver)
+		if err != nil {
+			return dradevices.Truth{}, err
+		}
+		t.Pods = pods
+		for key := range pods.Claims {
+			ns, name, _ := strings.Cut(key, "/")
+			names[key] = types.NamespacedName{Namespace: ns, Name: name}
+		}
+	}
+	claims, err := f.getClaims(ctx, names)
 	if err != nil {
 		return dradevices.Truth{}, err
 	}
-	t := dradevices.Truth{Claims: claims}
-	if f.cfg.Kubelet != nil {
-		if t.Pods, err = reclaim.ListPods(ctx, f.cfg.Kubelet, f.driver); err != nil {
-			return dradevices.Truth{}, err
-		}
-	}
+	t.Claims = claims
 	return t, nil
 }
 
-// listClaims lists every ResourceClaim, a page at a time: which claims
-// were allocated with a device of this node, no selector says. Read only
-// at start, from the API server's cache.
-func (f *FrontEnd) listClaims(ctx context.Context) ([]resourceapi.ResourceClaim, error) {
-	var out []resourceapi.ResourceClaim
-	opts := metav1.ListOptions{Limit: 500}
-	for {
-		l, err := f.client.ResourceV1().ResourceClaims("").List(ctx, opts)
-		if err != nil {
-			return nil, fmt.Errorf("listing ResourceClaims: %w", err)
+// getClaims reads each claim of names from the API server, by its key;
+// one it does not have is left out.
+func (f *FrontEnd) getClaims(ctx context.Context, names map[string]types.NamespacedName) (map[string]*resourceapi.ResourceClaim, error) {
+	out := make(map[string]*resourceapi.ResourceClaim, len(names))
+	for key, n := range names {
+		c, err := f.client.ResourceV1().ResourceClaims(n.Namespace).Get(ctx, n.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("reading ResourceClaim %s: %w", key, err)
 		}
-		out = append(out, l.Items...)
-		if l.Continue == "" {
-			return out, nil
-		}
-		opts.Continue = l.Continue
+		out[key] = c
 	}
+	return out, nil
 }
 
 // sweep runs dradevices.Preparer.Sweep with what the kubelet's containers
