@@ -123,9 +123,8 @@ type Dir struct {
 
 // Open returns the spec directory path for vendor's kinds, creating the
 // directory if need be. It removes what a write of a process killed
-// mid-way left there (RemoveDebris); nothing else in it is changed until
-// Sync. A process opens a directory once: a second Open could remove a
-// write of the first's under way.
+// mid-way left there (RemoveDebris), never a write under way, another
+// process's included; nothing else in it is changed until Sync.
 func Open(path, vendor string) (*Dir, error) {
 	if err := parser.ValidateVendorName(vendor); err != nil {
 		return nil, fmt.Errorf("CDI vendor %q: %w", vendor, err)
@@ -151,8 +150,10 @@ func FileName(k Kind) string {
 // Sync makes the directory hold one spec file per kind, with its devices
 // that have device nodes, and removes the other files of the vendor's
 // kinds that this package wrote (kinds gone since, or left by an earlier
-// run). A file whose content is already right is not written again, so
-// that a runtime watching the directory is not woken for nothing. Every
+// run), and what killed writes left (RemoveDebris: what Open found too
+// young goes at a later Sync). A file whose content is already right is
+// not written again, so that a runtime watching the directory is not
+// woken for nothing. Every
 // kind is tried; the error joins those that failed. Named returns, per
 // kind (Kind.Class), the devices that a file on disk now names.
 func (d *Dir) Sync(kinds []Kind) (named map[string]map[string]bool, err error) {
@@ -174,7 +175,7 @@ func (d *Dir) Sync(kinds []Kind) (named map[string]map[string]bool, err error) {
 			keep[FileName(k)] = true
 		}
 	}
-	errs = append(errs, d.sweep(keep))
+	errs = append(errs, d.sweep(keep), d.RemoveDebris())
 	return named, errors.Join(errs...)
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 	specs "tags.cncf.io/container-device-interface/specs-go"
@@ -46,8 +47,15 @@ func (d *Dir) writeSpec(s *specs.Spec, name string) error {
 // directory are never taken for d's.
 func (d *Dir) stagingPrefix() string { return "." + FilePrefix + "staging=" + d.vendor + "=" }
 
+// debrisAge is how long a staging directory is left untouched before it
+// is taken for a killed write's: a write takes milliseconds, and one
+// under way may be another process's (the other pod of a rolling
+// update), whose write would fail if its staging directory went.
+const debrisAge = time.Minute
+
 // RemoveDebris removes the staging directories of d's vendor that a
-// process killed while writing left behind. Open calls it.
+// process killed while writing left behind: those untouched for
+// debrisAge. Open and Sync call it.
 func (d *Dir) RemoveDebris() error {
 	entries, err := os.ReadDir(d.path)
 	if err != nil {
@@ -55,7 +63,7 @@ func (d *Dir) RemoveDebris() error {
 	}
 	var errs []error
 	for _, e := range entries {
-		if e.IsDir() && strings.HasPrefix(e.Name(), d.stagingPrefix()) {
+		if e.IsDir() && strings.HasPrefix(e.Name(), d.stagingPrefix()) && untouched(e, debrisAge) {
 			errs = append(errs, os.RemoveAll(filepath.Join(d.path, e.Name())))
 		}
 	}
@@ -63,6 +71,13 @@ func (d *Dir) RemoveDebris() error {
 		return fmt.Errorf("CDI spec directory: removing what an earlier write left: %w", err)
 	}
 	return nil
+}
+
+// untouched says whether e was last modified age ago or earlier; one
+// gone meanwhile (its write done) is not.
+func untouched(e fs.DirEntry, age time.Duration) bool {
+	info, err := e.Info()
+	return err == nil && time.Since(info.ModTime()) >= age
 }
 
 // withoutTempName is err without the random name of the staging directory

@@ -2,30 +2,41 @@ package cdispec
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"syscall"
 	"testing"
+	"time"
+
+	specs "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/cdiexec/cdi/plugins/exectest"
 	"github.com/cdiexec/cdi/spec"
 )
 
 // Open removes the staging directories of its vendor that a killed write
-// left, and nothing else: not another vendor's, not a file or a link
-// named like one of its own, not another producer's temporary file.
+// left (untouched for debrisAge), and nothing else: not another vendor's,
+// not a file or a link named like one of its own, not another producer's
+// temporary file, not one of a write under way.
 func TestOpenRemovesDebris(t *testing.T) {
 	dir, elsewhere := t.TempDir(), t.TempDir()
 	d := &Dir{path: dir, vendor: "cdi.test"}
 	other := &Dir{path: dir, vendor: "cdi.test-other"}
-	ours := filepath.Join(dir, d.stagingPrefix()+"123")
-	for _, p := range []string{ours, filepath.Join(dir, other.stagingPrefix()+"456")} {
+	ours, live := filepath.Join(dir, d.stagingPrefix()+"123"), filepath.Join(dir, d.stagingPrefix()+"789")
+	killed := time.Now().Add(-debrisAge - time.Second)
+	for _, p := range []string{ours, live, filepath.Join(dir, other.stagingPrefix()+"456")} {
 		if err := os.Mkdir(p, 0o755); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(filepath.Join(p, "spec.1.tmp"), []byte("{"), 0o644); err != nil {
 			t.Fatal(err)
+		}
+		if p != live {
+			if err := os.Chtimes(p, killed, killed); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	for name, data := range map[string]string{"spec.2.tmp": "{", d.stagingPrefix() + "file": "", "keep": "x"} {
@@ -42,7 +53,8 @@ func TestOpenRemovesDebris(t *testing.T) {
 	if _, err := Open(dir, "cdi.test"); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{other.stagingPrefix() + "456", d.stagingPrefix() + "file", d.stagingPrefix() + "link", "keep", "spec.2.tmp"}
+	want := []string{other.stagingPrefix() + "456", d.stagingPrefix() + "789", d.stagingPrefix() + "file", d.stagingPrefix() + "link", "keep",
+		"spec.2.tmp"}
 	if names := list(t, dir); !slices.Equal(names, sorted(want)) {
 		t.Errorf("after Open: %v, want %v", names, want)
 	}
@@ -73,5 +85,46 @@ func TestWriteOnAFullDisk(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 1 || entries[0].Name() != "filler" {
 		t.Errorf("the full directory holds %v, want the filler alone", entries)
+	}
+}
+
+// Another process's Open (the new pod of a rolling update) never removes
+// the staging directory of a write under way (the old pod's claim spec,
+// after its ADDs succeeded): only one no write has touched for
+// debrisAge, a killed writer's.
+func TestOpenLeavesAWriteUnderWay(t *testing.T) {
+	dir := t.TempDir()
+	writer, err := Open(dir, "cdi.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &specs.Spec{Kind: "cdi.test/claim", Devices: []specs.Device{{Name: "u-0",
+		ContainerEdits: specs.ContainerEdits{Env: []string{"A=1"}}}}}
+	done := make(chan struct{})
+	failed := make(chan error, 1)
+	go func() {
+		defer close(done)
+		for i := range 300 {
+			if err := writer.WriteFile(fmt.Sprintf("cdi-bridge-claim_u%d.json", i), s); err != nil {
+				failed <- err
+				return
+			}
+		}
+	}()
+	opens := 0
+	for running := true; running; opens++ {
+		select {
+		case <-done:
+			running = false
+		default:
+		}
+		if _, err := Open(dir, "cdi.test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case err := <-failed:
+		t.Errorf("a write failed while %d Opens ran beside it: %v", opens, err)
+	default:
 	}
 }
