@@ -175,7 +175,7 @@ func (d *Dir) Sync(kinds []Kind) (named map[string]map[string]bool, err error) {
 			keep[FileName(k)] = true
 		}
 	}
-	errs = append(errs, d.sweep(keep), d.RemoveDebris())
+	errs = append(errs, d.sweep(keep))
 	return named, errors.Join(errs...)
 }
 
@@ -211,13 +211,13 @@ func (d *Dir) write(k Kind) (map[string]bool, error) {
 }
 
 // sweep removes the vendor's files of this package that keep does not
-// name.
+// name, and what killed writes left (removeDebris).
 func (d *Dir) sweep(keep map[string]bool) error {
 	entries, err := os.ReadDir(d.path)
 	if err != nil {
 		return fmt.Errorf("CDI spec directory: %w", err)
 	}
-	var errs []error
+	errs := []error{d.removeDebris(entries)}
 	for _, e := range entries {
 		name := e.Name()
 		if keep[name] || !e.Type().IsRegular() || !d.owns(name) {

@@ -61,6 +61,11 @@ func (d *Dir) RemoveDebris() error {
 	if err != nil {
 		return fmt.Errorf("CDI spec directory: %w", err)
 	}
+	return d.removeDebris(entries)
+}
+
+// removeDebris is RemoveDebris over entries, the directory's.
+func (d *Dir) removeDebris(entries []fs.DirEntry) error {
 	var errs []error
 	for _, e := range entries {
 		if e.IsDir() && strings.HasPrefix(e.Name(), d.stagingPrefix()) && untouched(e, debrisAge) {
