@@ -128,3 +128,33 @@ func TestOpenLeavesAWriteUnderWay(t *testing.T) {
 	default:
 	}
 }
+
+// What a killed write left after Open had looked (too young then) goes
+// at a later Sync, once untouched for debrisAge.
+func TestSyncRemovesDebris(t *testing.T) {
+	dir := t.TempDir()
+	d, err := Open(dir, "cdi.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	killed := filepath.Join(dir, d.stagingPrefix()+"123")
+	if err := os.Mkdir(killed, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Sync(nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(killed); err != nil {
+		t.Fatalf("a fresh staging directory after Sync: %v, want it kept", err)
+	}
+	long := time.Now().Add(-debrisAge)
+	if err := os.Chtimes(killed, long, long); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Sync(nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(killed); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a staging directory untouched for %v after Sync: %v, want it gone", debrisAge, err)
+	}
+}
