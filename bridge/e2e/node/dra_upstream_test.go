@@ -63,6 +63,53 @@ func TestDRAUpstream(t *testing.T) {
 	t.Run("a new claim of an old one's name waits for the old one's Unprepare", func(t *testing.T) {
 		testSameNameWaits(t, n, g)
 	})
+	t.Run("a restart whose repeated Prepare fails keeps a running pod's device", func(t *testing.T) {
+		testRepeatedPrepareFails(t, n, g)
+	})
+}
+
+// testRepeatedPrepareFails restarts the kubelet, then the bridge, under
+// a running pod while the plugin's ADD fails. The kubelet prepares a
+// running pod's claims again only when it makes the pod's sandbox anew
+// (it does not checkpoint that a claim is prepared); the bridge's
+// rebuild prepares the claim the kubelet names again, and its ADD fails
+// once. The pod's device stays held: the plugin still lists the claim's
+// request-id, the checkpoint still records it, the pod keeps running;
+// once ADD works, deleting the pod unprepares the claim.
+func testRepeatedPrepareFails(t *testing.T, n *DRANode, g *Gate) {
+	p := n.RunClaimPod(t, "repeat-fails", oneTerminalTpl, nil, 1)
+	stopKubelet(t, n)
+	g.Set(t, failAdd, true)
+	restartKubelet(t, n)
+	n.StopBridge(t)
+	seen := len(g.Calls())
+	if err := n.Bridge.Start(); err != nil {
+		t.Fatal(err)
+	}
+	err := g.waitCallSince(t.Context(), seen, "ADD", time.Minute)
+	g.Set(t, failAdd, false)
+	if err != nil {
+		t.Fatalf("the restarted bridge did not prepare the running pod's claim again: %v", err)
+	}
+	if err := waitDRARegistered(t.Context(), true); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	allocs, err := pluginAllocations(ctx, n.ConfDir, n.PluginDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range p.RequestIDs {
+		if _, ok := allocs[id]; !ok {
+			t.Errorf("after the failed repeat the plugin no longer holds %s, which running pod %s has", id, p.Name)
+		}
+	}
+	if err := n.checkCheckpoint(p); err != nil {
+		t.Errorf("after the failed repeat: %v", err)
+	}
+	n.CheckStillRunning(t, p.Pod)
+	n.DeleteClaimPod(t, p)
 }
 
 // stopKubelet stops the kubelet; restartKubelet starts it again and
