@@ -85,3 +85,36 @@ func TestRepeatedPrepareUndoesOnlyItsOwnADDs(t *testing.T) {
 		t.Errorf("record there %v, %+v: want u1-1 and u1-2 with their results, u1-0 without", ok, rec.Devices)
 	}
 }
+
+// The rebuild's repeat of a claim whose record was lost (a checkpoint set
+// aside) that fails keeps what the plugin held of it: the request-ids
+// its LIST had before are held by an earlier Prepare, and the record is
+// written with them, for the kubelet's Unprepare.
+func TestRebuildRepeatKeepsWhatThePluginHeld(t *testing.T) {
+	r := newRig(t, 1)
+	ctx := context.Background()
+	c := reserved("u1", result{"cdi.local", "n/tty-generic", r.devices[0]}, result{"cdi.local", "n/tty-generic", r.devices[1]})
+	if _, err := r.p.Prepare(ctx, &c); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.p.Checkpoint.Delete("u1"); err != nil {
+		t.Fatal(err)
+	}
+	r.failEvery(&failing{fail: map[string]bool{"ADD u1-1": true}})
+	p := r.preparer(t)
+	err := p.Rebuild(ctx, given(Truth{Claims: inAPI(c), Pods: naming("u1")}))
+	if err == nil {
+		t.Fatal("Rebuild succeeded with an ADD refused")
+	}
+	if got := r.sorted(t); got != "[u1-0 u1-1]" {
+		t.Errorf("plugin allocations after the failed repeat %s, want u1-0 and u1-1, which the running container holds", got)
+	}
+	if _, ok := p.Checkpoint.Get("u1"); !ok {
+		t.Error("the claim is not recorded: the kubelet's Unprepare would find it by LIST only")
+	}
+	for _, d := range r.pool(t, "tty-generic").Devices[:2] {
+		if !p.Holds("tty-generic", d) {
+			t.Errorf("device %s is not held", d.ID)
+		}
+	}
+}
