@@ -2,13 +2,20 @@ package dradevices
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
+	"github.com/cdiexec/cdi/bridge/cdispec"
+	"github.com/cdiexec/cdi/bridge/discovery"
+	"github.com/cdiexec/cdi/bridge/instance"
 	"github.com/cdiexec/cdi/bridge/reclaim"
+	"github.com/cdiexec/cdi/plugins/exectest"
+	"github.com/cdiexec/cdi/spec"
+	"github.com/cdiexec/cdi/spec/invoke"
 )
 
 // kubeletAnswer is a PodResources Lister answering with fixed pods.
@@ -142,5 +149,72 @@ func TestSweepAdversaryReleasesAClaimJustPreparedWithGraceZero(t *testing.T) {
 	}
 	if _, ok := r.spec(t, "u1"); !ok {
 		t.Error("the CDI spec of the claim just prepared is gone")
+	}
+}
+
+// Adversary: reproduces Sweep DELing a device plugins' slot that a
+// running container holds, in a drop-in the device plugins serve, when
+// that drop-in shares its plugin's state with the DRA drop-in. SPEC.md
+// (Section 1, stateDir) says two drop-ins of one type and plugin with the
+// same stateDir (the default, /var/lib/cdi) share one state and see each
+// other's allocations, which is what keeps two drop-ins of the same
+// devices from giving one twice; Split (drafront) divides pools by
+// drop-in file, not by state, and slotOf knows only the DRA pools'
+// slots. The DRA drop-in's LIST has the other drop-in's slot; Sweep
+// takes it for an allocation of no record and DELs it after the grace,
+// though the kubelet lists it held: the running pod's terminal is free
+// in the plugin's state, offered again (no longer withheld), and the
+// next ADD of it succeeds (two containers on a terminal of capacity 1).
+func TestSweepAdversaryDELsTheDevicePluginsSlotOfASharedState(t *testing.T) {
+	confDir, stateDir := t.TempDir(), t.TempDir()
+	args := map[string]any{"root": exectest.FixtureRoot(t), "stateDir": stateDir, "num_system_reserved": 40, "capacity": 1}
+	writeDropIn(t, confDir, "tty.d/generic.conf", exectest.Conf(t, "0.1.0", "tty", "generic-tty", args))
+	writeDropIn(t, confDir, "tty.d/serial.conf", exectest.Conf(t, "0.1.0", "tty", "generic-tty", args))
+	pools, err := (&discovery.Discoverer{ConfDir: confDir, PluginDirs: []string{pluginDir}}).Discover(context.Background())
+	if err != nil || len(pools) != 2 {
+		t.Fatalf("discovery: %v, %v", pools, err)
+	}
+	// What drafront.Split makes of --dra-pools=tty-generic: each
+	// drop-in's pools on one side, by drop-in file.
+	var devicePlugins, viaDRA []discovery.Pool
+	for _, pl := range pools {
+		if pl.Name == "tty-generic" {
+			viaDRA = append(viaDRA, pl)
+		} else {
+			devicePlugins = append(devicePlugins, pl)
+		}
+	}
+	if len(devicePlugins) != 1 || len(viaDRA) != 1 || devicePlugins[0].Conf.Path == viaDRA[0].Conf.Path {
+		t.Fatalf("split: %v, %v", devicePlugins, viaDRA)
+	}
+	dir, err := cdispec.Open(t.TempDir(), "cdi.local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ckpt, err := LoadCheckpoint(filepath.Join(t.TempDir(), "claims.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Preparer{Driver: "cdi.local", Node: "n", CDI: dir, Vendor: "cdi.local", Checkpoint: ckpt}
+	p.SetPools(viaDRA)
+	// The device plugins' Allocate for a running pod: the serial
+	// drop-in's slot of its first terminal, which the kubelet lists.
+	serial := devicePlugins[0]
+	dev := serial.Devices[0]
+	inst := instance.Name(serial.Name, dev.ID, "n", false)
+	slot := instance.SlotID(inst, 0)
+	req, _ := spec.ParseRequest("tty:1")
+	if _, err := serial.Plugin.Add(context.Background(), invoke.AddRequest{Request: req, RequestID: slot, Devices: []string{dev.ID}}); err != nil {
+		t.Fatal(err)
+	}
+	pods := naming()
+	pods.Devices["cdi.local/"+inst] = map[string]bool{slot: true}
+	sweepPastGrace(t, p, pods)
+	l, err := serial.Plugin.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Allocations) != 1 || l.Allocations[0].RequestID != slot {
+		t.Errorf("the plugin's state holds %+v, want the running pod's slot %s", l.Allocations, slot)
 	}
 }
