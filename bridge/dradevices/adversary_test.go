@@ -217,4 +217,13 @@ func TestSweepAdversaryDELsTheDevicePluginsSlotOfASharedState(t *testing.T) {
 	if len(l.Allocations) != 1 || l.Allocations[0].RequestID != slot {
 		t.Errorf("the plugin's state holds %+v, want the running pod's slot %s", l.Allocations, slot)
 	}
+	if p.Withheld()["tty-generic"][dev.ID] {
+		return
+	}
+	// The terminal is offered in the DRA slices again; the scheduler gives
+	// it to a claim, whose Prepare succeeds on the terminal the running
+	// pod holds.
+	if _, err := p.Prepare(context.Background(), claim("next", result{"cdi.local", "n/tty-generic", DeviceName(dev.ID)})); err == nil {
+		t.Errorf("%s, which a running pod holds through the device plugins, is given to a DRA claim too", dev.ID)
+	}
 }
