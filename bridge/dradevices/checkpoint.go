@@ -252,6 +252,21 @@ func (c *Checkpoint) UIDs() []types.UID {
 	return slices.Sorted(maps.Keys(c.claims))
 }
 
+// Named returns the claims recorded under namespace and name, sorted: one
+// as a rule; more where a claim of the name was recorded before another.
+func (c *Checkpoint) Named(namespace, name string) []types.UID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []types.UID
+	for uid, cl := range c.claims {
+		if cl.Namespace == namespace && cl.Name == name {
+			out = append(out, uid)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // Put records a copy of cl as claim uid's and saves the file; on failure
 // the record is what it was.
 func (c *Checkpoint) Put(uid types.UID, cl Claim) error {

@@ -20,13 +20,14 @@
 // the API server's allocations of them: every Prepare repeats its ADDs,
 // and undoes only the ADDs it made itself when one fails; an Unprepare of
 // a claim not recorded DELs what LIST has of it; at start Rebuild
-// prepares again the claims the kubelet names, each read from the API
-// server by its name (never a list of the cluster's claims), and
-// unprepares the recorded claims the API server no longer has allocated.
-// Every reclaim period Sweep releases what no pod of the kubelet's has
-// named for the grace: a recorded claim, an ADD of no record, a device
-// plugins' slot left in a pool moved to DRA. A checkpoint that cannot be
-// read, or that a previous boot wrote, is moved aside (OpenCheckpoint).
+// prepares again the claims in use here (reserved for a pod the kubelet
+// runs; each pod and claim read from the API server by its name, never a
+// list) and unprepares the recorded claims the API server no longer has
+// allocated. Every reclaim period Sweep releases what no pod of the
+// kubelet's has used for the grace: a recorded claim, an ADD of no
+// record, a device plugins' slot left in a pool moved to DRA. A
+// checkpoint that cannot be read, or that a previous boot wrote, is moved
+// aside (OpenCheckpoint).
 //
 // With a pod UID (Preparer.PluginDir) the two bridges of a rolling
 // update share the checkpoint file. The kubelet-plugin library holds a

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -174,31 +175,23 @@ func (p *Preparer) Prepare(ctx context.Context, claim *resourceapi.ResourceClaim
 // the request-ids the plugins held before the call (Rebuild's LIST), held
 // as the record's results are; nil where not known.
 func (p *Preparer) prepare(ctx context.Context, claim *resourceapi.ResourceClaim, listed map[string]bool) ([]dra.Device, error) {
-	rec, err := p.plan(claim)
+	planned, err := p.plan(claim)
 	if err != nil {
 		return nil, err
 	}
-	old, had := p.Checkpoint.Get(claim.UID)
-	if had && !sameDevices(old, rec) {
-		// Not this allocation's record: its ADDs go first.
-		if err := p.release(ctx, claim.UID, old); err != nil {
-			return nil, err
-		}
-		had = false
-	}
-	if had {
-		rec = old
-	} else if err := p.Checkpoint.Put(claim.UID, rec); err != nil {
-		// Recorded before any ADD, so that whatever happens next an
-		// Unprepare knows which request-ids to DEL.
+	rec, err := p.recordFirst(ctx, claim, planned)
+	if err != nil {
 		return nil, err
 	}
+	before := rec.clone()
 	held := heldBefore(rec, listed)
 	if reached, err := p.addAll(ctx, &rec); err != nil {
 		return nil, p.undo(ctx, claim.UID, rec, reached, held, err)
 	}
-	if err := p.Checkpoint.Put(claim.UID, rec); err != nil {
-		return nil, err
+	if !reflect.DeepEqual(before, rec) {
+		if err := p.Checkpoint.Put(claim.UID, rec); err != nil {
+			return nil, err
+		}
 	}
 	s := p.claimSpec(rec)
 	if len(s.Devices) > 0 {
@@ -207,6 +200,36 @@ func (p *Preparer) prepare(ctx context.Context, claim *resourceapi.ResourceClaim
 		}
 	}
 	return p.devices(rec, s), nil
+}
+
+// recordFirst is the record of claim to run planned's ADDs with: an
+// earlier Prepare's record of the same allocation, with its results;
+// else planned, recorded before any ADD, so that whatever happens next
+// an Unprepare knows which request-ids to DEL. The records it replaces
+// are released first: one of another allocation of the claim, and one
+// of an earlier claim of its name, which is gone (the kubelet prepares
+// a claim of a name only once the one before it is unprepared).
+func (p *Preparer) recordFirst(ctx context.Context, claim *resourceapi.ResourceClaim, planned Claim) (Claim, error) {
+	for _, uid := range p.Checkpoint.Named(claim.Namespace, claim.Name) {
+		if uid == claim.UID {
+			continue
+		}
+		stale, _ := p.Checkpoint.Get(uid)
+		p.log().Info("releasing the prepared claim an earlier claim of the name left", "claim", claim.Namespace+"/"+claim.Name, "uid", uid)
+		if err := p.unprepare(ctx, uid, stale); err != nil {
+			return Claim{}, err
+		}
+	}
+	old, had := p.Checkpoint.Get(claim.UID)
+	if had && sameDevices(old, planned) {
+		return old, nil
+	}
+	if had {
+		if err := p.release(ctx, claim.UID, old); err != nil {
+			return Claim{}, err
+		}
+	}
+	return planned, p.Checkpoint.Put(claim.UID, planned)
 }
 
 // heldBefore is the request-ids of rec that an earlier call holds: those

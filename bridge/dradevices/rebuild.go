@@ -20,19 +20,31 @@ import (
 
 // Truth is what Rebuild is told of the world beyond the checkpoint.
 type Truth struct {
-	// Pods is what the kubelet's containers hold, the claims of its pods
-	// among it; nil where the kubelet cannot be asked (no PodResources
-	// socket), which frees nothing.
+	// Pods is what the kubelet's containers hold and the pods it runs;
+	// nil where the kubelet cannot be asked (no PodResources socket),
+	// which frees nothing.
 	Pods *reclaim.Pods
 	// Claims are the API server's claims Rebuild asked for, by
-	// <namespace>/<name>: those the kubelet names (Pods.Claims) and those
-	// the checkpoint records. One the API server does not have is absent.
+	// <namespace>/<name>: those of the pods the kubelet runs (their
+	// specs name them) and those the checkpoint records. One the API
+	// server does not have is absent.
 	Claims map[string]*resourceapi.ResourceClaim
+	// InUse is the claims in use here (ClaimsInUse).
+	InUse map[types.UID]bool
 }
 
-// ReadTruth reads the Truth: the kubelet's containers, then each claim
-// they name and each of recorded (the checkpoint's) from the API server,
-// one at a time: a node never lists the cluster's claims.
+// ClaimsInUse says which claims are in use on this node, by the API server:
+// allocated, and reserved for a pod the kubelet runs that is bound to
+// this node, not done, and names the claim in its spec. Its pods are the
+// kubelet's (PodResources); the API server is asked for each and for
+// each claim they name, never for a list. The kubelet's PodResources
+// alone does not say it: it names only the claims of a pod's containers
+// (not of its init containers, which a pod's new sandbox runs again).
+type ClaimsInUse func(ctx context.Context) (map[types.UID]bool, error)
+
+// ReadTruth reads the Truth: the kubelet's pods, then each of them and
+// each claim they name and each of recorded (the checkpoint's) from the
+// API server, one at a time: a node never lists the cluster's claims.
 type ReadTruth func(ctx context.Context, recorded []types.NamespacedName) (Truth, error)
 
 // ErrNotRebuilt is wrapped by Rebuild's error when it did nothing: the
@@ -46,14 +58,15 @@ var ErrNotRebuilt = errors.New("prepared claims not rebuilt")
 // (OpenCheckpoint), deleted, or written before a reboot that emptied the
 // plugins' state.
 //
-//   - Every claim the kubelet names (its pods' claims, which it will
-//     unprepare) that the API server has allocated with this driver and
-//     reserved is prepared again (Prepare: its ADDs repeated, its record
-//     and CDI spec written), so that a running pod keeps its devices and
-//     a restarted container finds its spec. A claim reserved for a pod
-//     the kubelet does not run (rejected, deleted before its Prepare,
-//     finished) is not: nothing would unprepare it. Without the kubelet,
-//     the recorded claims still allocated are prepared again.
+//   - Every claim in use here (Truth.InUse: reserved for a pod the
+//     kubelet runs, which will unprepare it), or that the kubelet names,
+//     that the API server has allocated with this driver is prepared
+//     again (Prepare: its ADDs repeated, its record and CDI spec
+//     written), so that a running pod keeps its devices and a restarted
+//     container finds its spec. A claim reserved for a pod the kubelet
+//     does not run (rejected, deleted before its Prepare, finished) is
+//     not: nothing would unprepare it. Without the kubelet, the recorded
+//     claims still allocated and reserved are prepared again.
 //   - With the kubelet asked (else nothing is released), a recorded claim
 //     the API server no longer has allocated is unprepared; what else the
 //     DRA drop-ins hold is looked after as Sweep does (collect): nothing
@@ -100,7 +113,7 @@ func (p *Preparer) rebuild(ctx context.Context, t Truth) error {
 		}
 	}
 	if t.Pods != nil {
-		errs = append(errs, p.collect(ctx, t.Pods))
+		errs = append(errs, p.collect(ctx, t.Pods, func(context.Context) (map[types.UID]bool, error) { return t.InUse, nil }))
 	}
 	return errors.Join(errs...)
 }
@@ -141,27 +154,18 @@ func (p *Preparer) unprepare(ctx context.Context, uid types.UID, rec Claim) erro
 }
 
 // toPrepare is the claims of t to prepare again, in the order of their
-// names: with the kubelet asked, those it names; without, those
-// recorded; of each, only one allocated with this driver and reserved.
+// names, each allocated with this driver and reserved: with the kubelet
+// asked, those in use here and those it names; without, those recorded.
 func (p *Preparer) toPrepare(t Truth) []*resourceapi.ResourceClaim {
-	var names []string
-	if t.Pods != nil {
-		names = slices.Collect(maps.Keys(t.Pods.Claims))
-	} else {
-		for _, n := range p.recordedNames() {
-			names = append(names, n.String())
-		}
-	}
 	var out []*resourceapi.ResourceClaim
-	for _, name := range slices.Sorted(slices.Values(names)) {
+	for _, name := range slices.Sorted(maps.Keys(t.Claims)) {
 		c := t.Claims[name]
-		if c == nil || !p.ofDriver(c) || len(c.Status.ReservedFor) == 0 {
+		if !p.ofDriver(c) || len(c.Status.ReservedFor) == 0 {
 			continue
 		}
-		if _, ok := p.Checkpoint.Get(c.UID); t.Pods == nil && !ok {
-			continue // another claim of the recorded one's name
+		if t.Pods != nil && (t.InUse[c.UID] || t.Pods.Claims[name]) || t.Pods == nil && p.isRecorded(c.UID) {
+			out = append(out, c)
 		}
-		out = append(out, c)
 	}
 	return out
 }
@@ -169,14 +173,15 @@ func (p *Preparer) toPrepare(t Truth) []*resourceapi.ResourceClaim {
 // Sweep releases, every reclaim period, what the DRA drop-ins' plugins
 // hold that nothing will release (collect), and tells what the device
 // plugins' allocations and the leftovers hold, to leave out of the
-// slices. It asks only the kubelet (pods), never the API server.
-func (p *Preparer) Sweep(ctx context.Context, pods *reclaim.Pods) error {
+// slices. It asks the kubelet (pods), and the API server (inUse) only
+// for a recorded claim the kubelet has not named for the grace.
+func (p *Preparer) Sweep(ctx context.Context, pods *reclaim.Pods, inUse ClaimsInUse) error {
 	unlock, err := p.lockCalls(ctx)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	return p.collect(ctx, pods)
+	return p.collect(ctx, pods, inUse)
 }
 
 // lockCalls is the lock of Prepare and Unprepare for work outside them:
@@ -225,8 +230,16 @@ func claimOf(requestID string) types.UID {
 }
 
 // slotForm is the end of a device plugins' slot id, <instance>-<i>, of an
-// instance named <pool>-<hash> (instance.Name): <hash>-<i>.
+// instance named <pool>-<hash> (instance.Name): <hash>-<i>. A claim's
+// request-id, <claim UID>-<n>, ends with 12 hex digits, not 8.
 var slotForm = regexp.MustCompile(`^[0-9a-f]{8}-[0-9]+$`)
+
+// anySlotForm is a device plugins' slot id of any pool.
+var anySlotForm = regexp.MustCompile(`.-[0-9a-f]{8}-[0-9]+$`)
+
+// anySlot says whether requestID is a device plugins' slot id, of any
+// pool: of a drop-in that shares a DRA drop-in's plugin state too.
+func anySlot(requestID string) bool { return anySlotForm.MatchString(requestID) }
 
 // slotOf is the pool and instance of a request-id that is a slot id of
 // the device plugins on this node, of one of the DRA pools.

@@ -37,6 +37,15 @@ func inAPI(claims ...resourceapi.ResourceClaim) map[string]*resourceapi.Resource
 	return out
 }
 
+// used is claims in use here, as Truth.InUse.
+func used(claims ...types.UID) map[types.UID]bool {
+	out := map[types.UID]bool{}
+	for _, uid := range claims {
+		out[uid] = true
+	}
+	return out
+}
+
 // naming is what the kubelet's containers hold when its pods name claims.
 func naming(claims ...types.UID) *reclaim.Pods {
 	pods := &reclaim.Pods{Devices: reclaim.Held{}, Claims: map[string]bool{}, CDIDevices: map[string]bool{}}
@@ -70,7 +79,8 @@ func (r *rig) sorted(t *testing.T) string {
 // kubelet does not run is not prepared. What holds no claim the kubelet
 // names, and the device plugins' slot no container holds, is kept for
 // the grace, its device left out of the slices, and released after it;
-// so is a recorded claim the kubelet stops naming.
+// so is a recorded claim the kubelet stops naming, at the second sweep
+// that finds it so at the earliest.
 func TestRebuild(t *testing.T) {
 	r := newRig(t, 2) // room on a terminal for the stray allocations
 	ctx := context.Background()
@@ -109,7 +119,7 @@ func TestRebuild(t *testing.T) {
 		rebooted, orphan := reserved("rebooted", tty(1)), reserved("orphan", tty(1))
 		pods := naming("kept", "lost", "rebooted")
 		pods.Devices["cdi.local/"+slot[:len(slot)-2]] = map[string]bool{slot: true}
-		if err := r.p.Rebuild(ctx, given(Truth{Claims: inAPI(kept, lost, rebooted, orphan), Pods: pods})); err != nil {
+		if err := r.p.Rebuild(ctx, given(Truth{Claims: inAPI(kept, lost, rebooted, orphan), Pods: pods, InUse: used("kept", "lost", "rebooted")})); err != nil {
 			t.Fatal(err)
 		}
 		if got := fmt.Sprint(r.p.Checkpoint.UIDs()); got != "[kept lost rebooted]" {
@@ -135,7 +145,7 @@ func TestRebuild(t *testing.T) {
 	})
 	t.Run("the grace over", func(t *testing.T) {
 		r.p.Grace = 0
-		if err := r.p.Sweep(ctx, naming("kept", "lost", "rebooted")); err != nil {
+		if err := r.p.Sweep(ctx, naming("kept", "lost", "rebooted"), nil); err != nil {
 			t.Fatal(err)
 		}
 		if got := r.sorted(t); got != "[kept-0 lost-0 rebooted-0]" {
@@ -146,8 +156,10 @@ func TestRebuild(t *testing.T) {
 		}
 	})
 	t.Run("a claim the kubelet no longer names", func(t *testing.T) {
-		if err := r.p.Sweep(ctx, naming("kept", "lost")); err != nil {
-			t.Fatal(err)
+		for range 2 { // the first sweep that finds it unnamed keeps it
+			if err := r.p.Sweep(ctx, naming("kept", "lost"), nil); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if got := fmt.Sprint(r.p.Checkpoint.UIDs()); got != "[kept lost]" {
 			t.Errorf("checkpoint %s, want kept and lost", got)

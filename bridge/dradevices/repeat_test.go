@@ -102,7 +102,7 @@ func TestRebuildRepeatKeepsWhatThePluginHeld(t *testing.T) {
 	}
 	r.failEvery(&failing{fail: map[string]bool{"ADD u1-1": true}})
 	p := r.preparer(t)
-	err := p.Rebuild(ctx, given(Truth{Claims: inAPI(c), Pods: naming("u1")}))
+	err := p.Rebuild(ctx, given(Truth{Claims: inAPI(c), Pods: naming("u1"), InUse: used("u1")}))
 	if err == nil {
 		t.Fatal("Rebuild succeeded with an ADD refused")
 	}

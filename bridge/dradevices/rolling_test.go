@@ -67,7 +67,7 @@ func TestRollingUpdateSharesTheCheckpoint(t *testing.T) {
 	endingNow := reserved("ending", tty(3))
 	endingNow.Status.ReservedFor = nil
 	newPod.Grace = time.Hour
-	if err := newPod.Rebuild(ctx, given(Truth{Claims: inAPI(reserved("late", tty(0)), endingNow), Pods: naming("late")})); err != nil {
+	if err := newPod.Rebuild(ctx, given(Truth{Claims: inAPI(reserved("late", tty(0)), endingNow), Pods: naming("late"), InUse: used("late")})); err != nil {
 		t.Fatal(err)
 	}
 	if got := r.sorted(t); got != "[ending-0 late-0]" {
@@ -101,7 +101,7 @@ func TestRollingUpdateSharesTheCheckpoint(t *testing.T) {
 func TestRebuildWaitsForTheOtherBridgesCall(t *testing.T) {
 	for name, work := range map[string]func(p *Preparer) error{
 		"Rebuild": func(p *Preparer) error { return p.Rebuild(context.Background(), given(Truth{Pods: &reclaim.Pods{}})) },
-		"Sweep":   func(p *Preparer) error { return p.Sweep(context.Background(), &reclaim.Pods{}) },
+		"Sweep":   func(p *Preparer) error { return p.Sweep(context.Background(), &reclaim.Pods{}, nil) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := newRig(t, 1)

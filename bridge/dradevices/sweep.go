@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,26 +19,32 @@ import (
 // collect looks after what the DRA drop-ins' plugins hold and what the
 // checkpoint records, pods being what the kubelet's containers hold
 // (Rebuild, Sweep). The kubelet unprepares the claims of its pods, and
-// only those: a claim it does not name (PodResources lists the claims of
-// its pods that are not done) is unprepared by no one.
+// only those: a claim of no pod it runs is unprepared by no one.
 //
-//   - A recorded claim stays while the kubelet names it; once it has not
-//     for the grace, which bridges a kubelet restart, it is unprepared.
-//   - An allocation no record names (a claim's ADD whose record was lost,
-//     another caller's) stays while the kubelet names its claim (by the
-//     CDI name a container holds) and for the grace after; then it is
-//     DELed.
-//   - A device plugins' slot (a pool moved to DRA under running pods)
-//     stays while a container may hold it and for the grace after
-//     (reclaim.Foreign); then it is DELed.
+//   - A recorded claim stays while the kubelet names it (PodResources
+//     lists it for a container, or a container holds its CDI name). One
+//     it has not named since the sweep before and for the grace, which
+//     bridges a kubelet restart, is unprepared unless the API server
+//     says it is in use here (inUse: a pod's init container may be its
+//     only user, which PodResources does not list); such a one is looked
+//     at again after another grace.
+//   - An allocation no record names (a claim's ADD whose record was lost
+//     and which Rebuild found in use by no pod, another caller's) stays
+//     while the kubelet names its claim or a container holds it, and for
+//     the grace after; then it is DELed.
+//   - A device plugins' slot of a DRA pool (the pool moved to DRA under
+//     running pods) stays while a container may hold it and for the
+//     grace after (reclaim.Foreign); then it is DELed. A slot of another
+//     pool whose drop-in shares the plugin's state is the device
+//     plugins' to release, never this.
 //
 // The devices of the allocations that stay and no record names are told
 // as held elsewhere, to leave out of the slices (Withheld). A drop-in
 // that cannot LIST keeps what it held.
-func (p *Preparer) collect(ctx context.Context, pods *reclaim.Pods) error {
+func (p *Preparer) collect(ctx context.Context, pods *reclaim.Pods, inUse ClaimsInUse) error {
 	now := time.Now()
 	named := p.namedClaims(pods)
-	errs := []error{p.releaseUnnamed(ctx, now, named)}
+	errs := []error{p.releaseUnnamed(ctx, now, named, inUse)}
 	p.mu.Lock()
 	elsewhere := maps.Clone(p.heldElsewhere)
 	p.mu.Unlock()
@@ -53,17 +60,42 @@ func (p *Preparer) collect(ctx context.Context, pods *reclaim.Pods) error {
 		slotsKept, slotsGone := p.trackerOf(&p.slots, d.file).Sort(now, l.Allocations,
 			func(id string) bool { return !p.isSlot(id) }, func(id string) bool { return p.slotHeld(pods, id) })
 		leftKept, leftGone := p.trackerOf(&p.leftovers, d.file).Sort(now, l.Allocations,
-			func(id string) bool { return p.isSlot(id) || p.recorded(id) }, func(id string) bool { return named[claimOf(id)] })
+			func(id string) bool { return anySlot(id) || p.recorded(id) },
+			func(id string) bool { return named[claimOf(id)] || containerHolds(pods, id) })
 		errs = append(errs, p.delAllocs(ctx, d, slotsGone, "released a device plugins' slot of a DRA pool that no container holds"),
 			p.delAllocs(ctx, d, leftGone, "released an allocation of a DRA pool that no record and no pod of the kubelet's names"))
+		kept := slices.Concat(slotsKept, leftKept, p.otherSlots(l.Allocations))
 		for _, name := range d.pools {
-			elsewhere[name] = reclaim.Devices(append(slotsKept, leftKept...))
+			elsewhere[name] = reclaim.Devices(kept)
 		}
 	}
 	p.mu.Lock()
 	p.heldElsewhere = elsewhere
 	p.mu.Unlock()
 	return errors.Join(errs...)
+}
+
+// otherSlots is the device plugins' slots of allocs of pools not served
+// through DRA here: another drop-in's, which shares the plugin's state.
+func (p *Preparer) otherSlots(allocs []spec.Allocation) []spec.Allocation {
+	var out []spec.Allocation
+	for _, a := range allocs {
+		if anySlot(a.RequestID) && !p.isSlot(a.RequestID) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// containerHolds says whether a container holds requestID as a device of
+// one of the device plugins' resources.
+func containerHolds(pods *reclaim.Pods, requestID string) bool {
+	for _, ids := range pods.Devices {
+		if ids[requestID] {
+			return true
+		}
+	}
+	return false
 }
 
 // namedClaims is the UIDs of the claims the kubelet names: the recorded
@@ -85,35 +117,50 @@ func (p *Preparer) namedClaims(pods *reclaim.Pods) map[types.UID]bool {
 	return named
 }
 
-// releaseUnnamed unprepares each recorded claim the kubelet has not named
-// (named) for the grace, as of now.
-func (p *Preparer) releaseUnnamed(ctx context.Context, now time.Time, named map[types.UID]bool) error {
+// releaseUnnamed unprepares each recorded claim the kubelet has not
+// named (named) since the sweep before and for the grace, as of now,
+// and that inUse does not say is in use here. The first sweep that finds
+// a claim unnamed never releases it: the kubelet was asked before the
+// sweep took the lock, and a claim prepared in between is not named yet.
+func (p *Preparer) releaseUnnamed(ctx context.Context, now time.Time, named map[types.UID]bool, inUse ClaimsInUse) error {
 	if p.unnamed == nil {
 		p.unnamed = map[types.UID]time.Time{}
 	}
-	recorded := p.Checkpoint.UIDs()
 	for uid := range p.unnamed {
-		if !named[uid] && p.isRecorded(uid) {
-			continue
+		if named[uid] || !p.isRecorded(uid) {
+			delete(p.unnamed, uid)
 		}
-		delete(p.unnamed, uid)
+	}
+	var due []types.UID
+	for _, uid := range p.Checkpoint.UIDs() {
+		since, seen := p.unnamed[uid]
+		switch {
+		case named[uid]:
+		case !seen:
+			p.unnamed[uid] = now
+		case now.Sub(since) >= p.Grace:
+			due = append(due, uid)
+		}
+	}
+	if len(due) == 0 {
+		return nil
+	}
+	used := map[types.UID]bool{}
+	if inUse != nil {
+		var err error
+		if used, err = inUse(ctx); err != nil {
+			return fmt.Errorf("asking the API server whether the prepared claims the kubelet does not name are in use: %w", err)
+		}
 	}
 	var errs []error
-	for _, uid := range recorded {
-		if named[uid] {
-			continue
-		}
-		since, ok := p.unnamed[uid]
-		if !ok {
-			p.unnamed[uid] = now
-			since = now
-		}
-		if now.Sub(since) < p.Grace {
-			continue
-		}
+	for _, uid := range due {
 		rec, _ := p.Checkpoint.Get(uid)
-		p.log().Info("releasing a prepared claim that no pod of the kubelet's has named for the grace", "claim", rec.Namespace+"/"+rec.Name,
-			"uid", uid, "grace", p.Grace)
+		if used[uid] {
+			p.unnamed[uid] = now
+			continue
+		}
+		p.log().Info("releasing a prepared claim that no pod of the kubelet's uses", "claim", rec.Namespace+"/"+rec.Name, "uid", uid,
+			"grace", p.Grace)
 		if err := p.unprepare(ctx, uid, rec); err != nil {
 			errs = append(errs, fmt.Errorf("claim %s/%s: %w", rec.Namespace, rec.Name, err))
 			continue

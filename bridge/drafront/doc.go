@@ -9,16 +9,16 @@
 // Its checkpoint is a cache. Start moves aside one that cannot be read or
 // that a previous boot wrote (a Warning Event of the Node says so); once
 // the first discovery has set the pools, the prepared claims are rebuilt
-// from the claims the kubelet's PodResources names, each read from the
-// API server by its name, and the plugins' LIST
-// (dradevices.Preparer.Rebuild), and only then is the driver registered
-// with the kubelet and the slices published. Every reclaim period what
-// the DRA pools' plugins hold and no pod of the kubelet's has named for
-// the grace is released (dradevices.Preparer.Sweep): a prepared claim
-// the kubelet will never unprepare, an ADD whose record was lost, a
-// device plugins' allocation left in a pool moved to DRA under running
-// pods; the devices of the last two are left out of the slices until
-// then.
+// from the pods the kubelet's PodResources lists and the claims they
+// name, each read from the API server by its name (nodeClaims), and the
+// plugins' LIST (dradevices.Preparer.Rebuild), and only then is the
+// driver registered with the kubelet and the slices published. Every
+// reclaim period what the DRA pools' plugins hold and no pod of the
+// kubelet's has used for the grace is released
+// (dradevices.Preparer.Sweep): a prepared claim the kubelet will never
+// unprepare, an ADD whose record was lost, a device plugins' allocation
+// left in a pool moved to DRA under running pods; the devices of the last
+// two are left out of the slices until then.
 //
 // With a pod UID (Config.PodUID, the chart's maxSurge update with
 // dra.pools) the driver registers under sockets of its pod, beside the

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,15 +24,22 @@ import (
 	"github.com/cdiexec/cdi/bridge/internal/testing/kubelettest"
 )
 
-// The rebuild prepares again only the claims the kubelet names, which it
-// will unprepare: a claim allocated here and reserved for a pod the
-// kubelet does not run (rejected, or deleted before its Prepare) is not
-// prepared, where nothing would ever DEL its ADD. What the kubelet stops
-// naming, and an ADD of no claim it names, are released once the grace
-// is over, the leftover's terminal left out of the slice meanwhile.
+// The rebuild prepares again only the claims in use on the node: those
+// the kubelet names, and those of a pod it runs that only an init
+// container uses (PodResources does not list them; the pod's spec, read
+// from the API server, names them). A claim allocated here and reserved
+// for a pod the kubelet does not run (rejected, or deleted before its
+// Prepare) is not prepared, where nothing would ever DEL its ADD. A
+// claim the kubelet stops naming stays while the API server says its
+// pod uses it, and is released once the grace is over after its pod is
+// gone; so is an ADD of no claim, its terminal left out of the slice
+// meanwhile.
 func TestRebuildFollowsTheKubelet(t *testing.T) {
 	admin := adminOfNode(t)
-	running := allocatedClaim(t, admin, "running", "n1/tty-generic", "tty43")
+	// The kubelet's one pod (kubelettest.PodResources lists default/app).
+	pod := podOfClaims(t, admin, "app", "running", "init-only")
+	running := allocatedClaimFor(t, admin, "running", "tty43", pod)
+	initOnly := allocatedClaimFor(t, admin, "init-only", "tty44", pod)
 	allocatedClaim(t, admin, "never-started", "n1/tty-generic", "tty44")
 	r := newRig(t)
 	pools := r.discover(t)
@@ -39,7 +47,7 @@ func TestRebuildFollowsTheKubelet(t *testing.T) {
 	var kubelet *kubelettest.PodResources
 	kubelet, c.Kubelet = kubelettest.StartPodResources(t)
 	kubelet.SetClaims(kubelettest.HeldClaim{Namespace: "default", Name: "running", Driver: "cdi.test"})
-	c.Grace, c.SweepPeriod = 5*time.Second, 100*time.Millisecond
+	c.Grace, c.SweepPeriod = 3*time.Second, 100*time.Millisecond
 	f, err := Start(t.Context(), c)
 	if err != nil {
 		t.Fatal(err)
@@ -47,21 +55,68 @@ func TestRebuildFollowsTheKubelet(t *testing.T) {
 	_, viaDRA := Split(pools, ParsePools("tty-generic"))
 	f.SetPools(viaDRA)
 	waitRegistered(t, r, "the registration socket")
-	if got := fmt.Sprint(listed(t, pools[0])); got != fmt.Sprint([]string{string(running.UID) + "-0"}) {
-		t.Errorf("when the driver registers, the plugin holds %s, want the running claim's ADD alone", got)
+	both := fmt.Sprint(slices.Sorted(slices.Values([]string{string(running.UID) + "-0", string(initOnly.UID) + "-0"})))
+	if got := fmt.Sprint(listed(t, pools[0])); got != both {
+		t.Errorf("when the driver registers, the plugin holds %s, want the running pod's claims' ADDs %s", got, both)
 	}
-	if ckpt, err := dradevices.LoadCheckpoint(r.checkpoint); err != nil || fmt.Sprint(ckpt.UIDs()) != fmt.Sprint([]types.UID{running.UID}) {
-		t.Errorf("the checkpoint records %v (%v), want the running claim's %s", ckpt.UIDs(), err, running.UID)
+	if ckpt, err := dradevices.LoadCheckpoint(r.checkpoint); err != nil || len(ckpt.UIDs()) != 2 {
+		t.Errorf("the checkpoint records %v (%v), want the running pod's two claims", ckpt.UIDs(), err)
+	}
+
+	kubelet.SetClaims()
+	time.Sleep(3 * c.Grace) // the sweeps' chance to release what the pod still uses
+	if got := fmt.Sprint(listed(t, pools[0])); got != both {
+		t.Errorf("with the kubelet naming no claim, its pod still there, the plugin holds %s, want %s", got, both)
+	}
+	// No kubelet ends the pod here: deleted at once, as by the kubelet.
+	if err := admin.CoreV1().Pods(metav1.NamespaceDefault).Delete(t.Context(), pod.Name, *metav1.NewDeleteOptions(0)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the claims of the pod gone released", func() bool { return len(listed(t, pools[0])) == 0 })
+	if ckpt, err := dradevices.LoadCheckpoint(r.checkpoint); err != nil || len(ckpt.UIDs()) > 0 {
+		t.Errorf("the checkpoint records %v (%v), want none", ckpt.UIDs(), err)
 	}
 
 	addAs(t, pools[0], "0f1e2d3c-left-0", "tty44")
 	waitFor(t, "the leftover's terminal out of the slice", func() bool { return sliceDevices(t, admin) == "[tty43]" })
-	kubelet.SetClaims()
-	waitFor(t, "the claim the kubelet no longer names and the leftover released", func() bool { return len(listed(t, pools[0])) == 0 })
-	if ckpt, err := dradevices.LoadCheckpoint(r.checkpoint); err != nil || len(ckpt.UIDs()) > 0 {
-		t.Errorf("the checkpoint records %v (%v), want none", ckpt.UIDs(), err)
-	}
+	waitFor(t, "the leftover released", func() bool { return len(listed(t, pools[0])) == 0 })
 	waitSliceOfTwo(t, admin, "both terminals offered again")
+}
+
+// podOfClaims creates pod name in namespace default, bound to n1, whose
+// container uses claim first and whose init container uses claim init.
+func podOfClaims(t *testing.T, client kubernetes.Interface, name, first, init string) *corev1.Pod {
+	t.Helper()
+	container := func(name, claim string) corev1.Container {
+		return corev1.Container{Name: name, Image: "none", Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: claim}}}}
+	}
+	// No controller-manager makes the namespace's ServiceAccount, which
+	// admission of a pod looks up.
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
+	if _, err := client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Create(t.Context(), sa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{NodeName: "n1",
+		InitContainers: []corev1.Container{container("load", "fw")}, Containers: []corev1.Container{container("app", "dev")},
+		ResourceClaims: []corev1.PodResourceClaim{{Name: "dev", ResourceClaimName: &first}, {Name: "fw", ResourceClaimName: &init}}}}
+	pod, err := client.CoreV1().Pods(metav1.NamespaceDefault).Create(t.Context(), pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pod
+}
+
+// allocatedClaimFor is allocatedClaim of the node's terminal device,
+// reserved for pod.
+func allocatedClaimFor(t *testing.T, client kubernetes.Interface, name, device string, pod *corev1.Pod) *resourceapi.ResourceClaim {
+	t.Helper()
+	c := allocatedClaim(t, client, name, "n1/tty-generic", device)
+	c.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: pod.Name, UID: pod.UID}}
+	c, err := client.ResourceV1().ResourceClaims(c.Namespace).UpdateStatus(t.Context(), c, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // sliceDevices is the devices of the node's slices, as text.

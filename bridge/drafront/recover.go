@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"strings"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	resourceapi "k8s.io/api/resource/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	kwait "k8s.io/apimachinery/pkg/util/wait"
@@ -62,12 +60,13 @@ const rebuildBackoffCap = 30 * time.Second
 // lock of the calls, and the kubelet gives up a call after 45 s.
 const truthTimeout = 30 * time.Second
 
-// truth is what the kubelet's containers hold (none without
-// Config.Kubelet), and the API server's claims that it names and those
-// recorded (the checkpoint's), each read by its name: which claims the
-// cluster has allocated with this node's devices no selector says, and
-// the node needs only those its kubelet will unprepare, a few, where a
-// list of every claim grows with the cluster.
+// truth is what the kubelet's containers hold and the pods it runs (none
+// without Config.Kubelet), and the API server's claims of those pods and
+// those recorded (the checkpoint's), with which of them are in use here
+// (nodeClaims): each pod and claim read by its name, never a list.
+// Which claims the cluster has allocated with this node's devices no
+// selector says, and the node needs only those of its own pods, a few,
+// where a list of every claim grows with the cluster.
 func (f *FrontEnd) truth(ctx context.Context, recorded []types.NamespacedName) (dradevices.Truth, error) {
 	if f.cfg.PodUID != "" {
 		var cancel context.CancelFunc
@@ -75,9 +74,9 @@ func (f *FrontEnd) truth(ctx context.Context, recorded []types.NamespacedName) (
 		defer cancel()
 	}
 	var t dradevices.Truth
-	names := map[string]types.NamespacedName{}
+	var also, running []string
 	for _, n := range recorded {
-		names[n.String()] = n
+		also = append(also, n.String())
 	}
 	if f.cfg.Kubelet != nil {
 		pods, err := reclaim.ListPods(ctx, f.cfg.Kubelet, f.driver)
@@ -85,34 +84,25 @@ func (f *FrontEnd) truth(ctx context.Context, recorded []types.NamespacedName) (
 			return dradevices.Truth{}, err
 		}
 		t.Pods = pods
-		for key := range pods.Claims {
-			ns, name, _ := strings.Cut(key, "/")
-			names[key] = types.NamespacedName{Namespace: ns, Name: name}
-		}
+		running = slices.Collect(maps.Keys(pods.Running))
+		also = append(also, slices.Collect(maps.Keys(pods.Claims))...)
 	}
-	claims, err := f.getClaims(ctx, names)
-	if err != nil {
+	var err error
+	if t.Claims, t.InUse, err = f.nodeClaims().read(ctx, running, also); err != nil {
 		return dradevices.Truth{}, err
 	}
-	t.Claims = claims
 	return t, nil
 }
 
-// getClaims reads each claim of names from the API server, by its key;
-// one it does not have is left out.
-func (f *FrontEnd) getClaims(ctx context.Context, names map[string]types.NamespacedName) (map[string]*resourceapi.ResourceClaim, error) {
-	out := make(map[string]*resourceapi.ResourceClaim, len(names))
-	for key, n := range names {
-		c, err := f.client.ResourceV1().ResourceClaims(n.Namespace).Get(ctx, n.Name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			continue
-		case err != nil:
-			return nil, fmt.Errorf("reading ResourceClaim %s: %w", key, err)
-		}
-		out[key] = c
+// nodeClaims reads the claims in use on this node.
+func (f *FrontEnd) nodeClaims() nodeClaims { return nodeClaims{client: f.client, node: f.node} }
+
+// inUse is dradevices.ClaimsInUse with the kubelet's pods, for Sweep.
+func (f *FrontEnd) inUse(pods *reclaim.Pods) dradevices.ClaimsInUse {
+	return func(ctx context.Context) (map[types.UID]bool, error) {
+		_, used, err := f.nodeClaims().read(ctx, slices.Collect(maps.Keys(pods.Running)), nil)
+		return used, err
 	}
-	return out, nil
 }
 
 // sweep runs dradevices.Preparer.Sweep with what the kubelet's containers
@@ -128,7 +118,7 @@ func (f *FrontEnd) sweep(ctx context.Context) bool {
 		return false
 	}
 	before := f.preparer.Withheld()
-	if err := f.preparer.Sweep(ctx, pods); err != nil {
+	if err := f.preparer.Sweep(ctx, pods, f.inUse(pods)); err != nil {
 		f.log.Error("releasing the device plugins' allocations of DRA pools", "error", err)
 	}
 	return !maps.EqualFunc(before, f.preparer.Withheld(), maps.Equal)

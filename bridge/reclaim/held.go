@@ -46,6 +46,10 @@ type Pods struct {
 	// CDIDevices are the qualified CDI names that the driver's claims
 	// give the containers.
 	CDIDevices map[string]bool
+	// Running is every pod the kubelet lists (its pods not done), as
+	// <namespace>/<name>: a pod's claims that only an init container
+	// or no container uses are not among Claims.
+	Running map[string]bool
 }
 
 // ListHeld asks the kubelet which device ids of the resources under
@@ -66,8 +70,9 @@ func ListPods(ctx context.Context, l Lister, domain string) (*Pods, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing pod resources: %w", err)
 	}
-	pods := &Pods{Devices: Held{}, Claims: map[string]bool{}, CDIDevices: map[string]bool{}}
+	pods := &Pods{Devices: Held{}, Claims: map[string]bool{}, CDIDevices: map[string]bool{}, Running: map[string]bool{}}
 	for _, pod := range resp.GetPodResources() {
+		pods.Running[pod.GetNamespace()+"/"+pod.GetName()] = true
 		for _, c := range pod.GetContainers() {
 			pods.addDevices(c.GetDevices(), domain)
 			pods.addClaims(c.GetDynamicResources(), domain)

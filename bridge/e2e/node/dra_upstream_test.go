@@ -66,6 +66,9 @@ func TestDRAUpstream(t *testing.T) {
 	t.Run("a restart whose repeated Prepare fails keeps a running pod's device", func(t *testing.T) {
 		testRepeatedPrepareFails(t, n, g)
 	})
+	t.Run("a claim only an init container uses stays prepared, and its pod runs again after its sandbox dies", func(t *testing.T) {
+		testInitContainerClaim(t, n)
+	})
 }
 
 // testRepeatedPrepareFails restarts the kubelet, then the bridge, under

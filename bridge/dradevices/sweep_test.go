@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"k8s.io/apimachinery/pkg/types"
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/cdiexec/cdi/bridge/cdispec"
@@ -25,33 +26,33 @@ func (k kubeletAnswer) List(context.Context, *podresourcesapi.ListPodResourcesRe
 	return &podresourcesapi.ListPodResourcesResponse{PodResources: k}, nil
 }
 
-// sweepPastGrace runs Sweep with pods twice, the grace (set short) over
-// between the two.
-func sweepPastGrace(t *testing.T, p *Preparer, pods *reclaim.Pods) {
+// sweepPastGrace runs Sweep with pods and inUse twice, the grace (set
+// short) over between the two.
+func sweepPastGrace(t *testing.T, p *Preparer, pods *reclaim.Pods, inUse ClaimsInUse) {
 	t.Helper()
 	p.Grace = 100 * time.Millisecond
 	for range 2 {
-		if err := p.Sweep(context.Background(), pods); err != nil {
+		if err := p.Sweep(context.Background(), pods, inUse); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(150 * time.Millisecond)
 	}
 }
 
-// Adversary: reproduces Sweep unpreparing the claim of a running pod
-// whose only user is an init container (a firmware loader, a device
-// reset before the app starts) or no container at all. The kubelet
-// never names such a claim: its PodResources List (kubelet 1.37.2,
-// pkg/kubelet/apis/podresources/server_v1.go) skips every init container
-// that is not a restartable sidecar, and a container's DynamicResources
-// (pkg/kubelet/cm/dra/manager.go, GetContainerClaimInfos) are only the
-// claims its resources.claims names. The kubelet's own answer for such a
-// pod is below: the pod, its app container, no claim. After the grace
-// the claim's ADD is DELed, its record forgotten and its CDI spec
-// removed while the pod runs: an init container run again (its sandbox
-// made anew) cannot start, its CDI device unresolvable, and the kubelet,
-// which took the claim for prepared, never prepares it again.
-func TestSweepAdversaryReleasesTheClaimOfAnInitContainer(t *testing.T) {
+// Sweep keeps the claim of a running pod whose only user is an init
+// container (a firmware loader, a device reset before the app starts)
+// or no container at all, which the API server says is in use (inUse).
+// The kubelet never names such a claim: its PodResources List (kubelet
+// 1.37.2, pkg/kubelet/apis/podresources/server_v1.go) skips every init
+// container that is not a restartable sidecar, and a container's
+// DynamicResources (pkg/kubelet/cm/dra/manager.go,
+// GetContainerClaimInfos) are only the claims its resources.claims
+// names. The kubelet's own answer for such a pod is below: the pod, its
+// app container, no claim. Released, the claim's ADD would be DELed, its
+// CDI spec removed while the pod runs: an init container run again (its
+// sandbox made anew) could not start, and the kubelet, which takes the
+// claim for prepared, would never prepare it again.
+func TestSweepKeepsTheClaimOfAnInitContainer(t *testing.T) {
 	r := newRig(t, 1)
 	ctx := context.Background()
 	c := claim("fw", result{"cdi.local", "n/tty-generic", r.devices[0]})
@@ -65,7 +66,8 @@ func TestSweepAdversaryReleasesTheClaimOfAnInitContainer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sweepPastGrace(t, r.p, pods)
+	inUse := func(context.Context) (map[types.UID]bool, error) { return used("fw"), nil }
+	sweepPastGrace(t, r.p, pods, inUse)
 	if got := r.sorted(t); got != "[fw-0]" {
 		t.Errorf("plugin allocations %s, want [fw-0]: the running pod's claim was DELed", got)
 	}
@@ -77,15 +79,13 @@ func TestSweepAdversaryReleasesTheClaimOfAnInitContainer(t *testing.T) {
 	}
 }
 
-// Adversary: reproduces a stale record (a claim the kubelet will never
-// unprepare: the case Sweep exists for) kept for good because a new
-// claim took its namespace/name. namedClaims matches records by
-// namespace/name alone, though the kubelet's CDI names tell the UID
-// (cdi.local/claim=new-0, not old-0). The old claim's ADD holds tty41,
-// which the slices offer as free (a recorded claim is not withheld), so
-// the next claim the scheduler gives tty41 fails to prepare for as long
-// as the new claim's pod runs.
-func TestSweepAdversaryKeepsAStaleRecordOfAReusedName(t *testing.T) {
+// A stale record (a claim the kubelet will never unprepare) is released
+// when a new claim of its namespace and name is prepared: the kubelet
+// prepares a claim of a name only once the one before it is unprepared.
+// Kept, the old claim's ADD would hold tty41, which the slices offer as
+// free (a recorded claim is not withheld), and as the kubelet names the
+// name, no Sweep would ever release it.
+func TestAStaleRecordOfAReusedNameIsReleased(t *testing.T) {
 	r := newRig(t, 1)
 	ctx := context.Background()
 	old := claim("old", result{"cdi.local", "n/tty-generic", r.devices[0]})
@@ -108,7 +108,7 @@ func TestSweepAdversaryKeepsAStaleRecordOfAReusedName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sweepPastGrace(t, r.p, pods)
+	sweepPastGrace(t, r.p, pods, nil)
 	if got := r.sorted(t); got != "[new-0]" {
 		t.Errorf("plugin allocations %s, want [new-0]: old-0, of a claim no pod has, is kept", got)
 	}
@@ -119,17 +119,13 @@ func TestSweepAdversaryKeepsAStaleRecordOfAReusedName(t *testing.T) {
 	}
 }
 
-// Adversary: reproduces a claim released by the Sweep that comes right
-// after its Prepare, with --reclaim-grace=0 (which the flag takes). The
-// kubelet names a claim only once its NodePrepareResources returned (the
-// claim's ClaimResources are the devices the response gave,
-// pkg/kubelet/cm/container_manager_linux.go GetDynamicResources), and
-// the front end's sweep asks the kubelet before it takes the lock
-// (drafront.sweep), so a Prepare that ran meanwhile (the other bridge's,
-// or this one's) is unnamed in the answer. With grace 0 its first
-// unnamed sighting releases it: the pod starts with a CDI name whose
-// spec is gone.
-func TestSweepAdversaryReleasesAClaimJustPreparedWithGraceZero(t *testing.T) {
+// The Sweep that comes right after a claim's Prepare keeps it, even with
+// --reclaim-grace=0: the front end's sweep asks the kubelet before it
+// takes the lock (drafront.sweep), so a Prepare that ran meanwhile (the
+// other bridge's, or this one's) is unnamed in the answer. No claim is
+// released at the first sweep that finds it unnamed: released, the pod
+// would start with a CDI name whose spec is gone.
+func TestSweepKeepsAClaimJustPreparedWithGraceZero(t *testing.T) {
 	r := newRig(t, 1)
 	ctx := context.Background()
 	answer := kubeletAnswer{} // asked before the Prepare: no pod yet
@@ -141,7 +137,7 @@ func TestSweepAdversaryReleasesAClaimJustPreparedWithGraceZero(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.p.Grace = 0
-	if err := r.p.Sweep(ctx, pods); err != nil {
+	if err := r.p.Sweep(ctx, pods, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := r.sorted(t); got != "[u1-0]" {
@@ -152,20 +148,18 @@ func TestSweepAdversaryReleasesAClaimJustPreparedWithGraceZero(t *testing.T) {
 	}
 }
 
-// Adversary: reproduces Sweep DELing a device plugins' slot that a
-// running container holds, in a drop-in the device plugins serve, when
-// that drop-in shares its plugin's state with the DRA drop-in. SPEC.md
+// Sweep never DELs a device plugins' slot of a drop-in the device
+// plugins serve that shares its plugin's state with the DRA drop-in, and
+// leaves its device out of the slices. SPEC.md
 // (Section 1, stateDir) says two drop-ins of one type and plugin with the
 // same stateDir (the default, /var/lib/cdi) share one state and see each
 // other's allocations, which is what keeps two drop-ins of the same
 // devices from giving one twice; Split (drafront) divides pools by
-// drop-in file, not by state, and slotOf knows only the DRA pools'
-// slots. The DRA drop-in's LIST has the other drop-in's slot; Sweep
-// takes it for an allocation of no record and DELs it after the grace,
-// though the kubelet lists it held: the running pod's terminal is free
-// in the plugin's state, offered again (no longer withheld), and the
-// next ADD of it succeeds (two containers on a terminal of capacity 1).
-func TestSweepAdversaryDELsTheDevicePluginsSlotOfASharedState(t *testing.T) {
+// drop-in file, not by state. The DRA drop-in's LIST has the other
+// drop-in's slot; DELed, the running pod's terminal would be free in the
+// plugin's state, offered again, and the next ADD of it would succeed
+// (two containers on a terminal of capacity 1).
+func TestSweepLeavesTheDevicePluginsSlotOfASharedState(t *testing.T) {
 	confDir, stateDir := t.TempDir(), t.TempDir()
 	args := map[string]any{"root": exectest.FixtureRoot(t), "stateDir": stateDir, "num_system_reserved": 40, "capacity": 1}
 	writeDropIn(t, confDir, "tty.d/generic.conf", exectest.Conf(t, "0.1.0", "tty", "generic-tty", args))
@@ -209,7 +203,7 @@ func TestSweepAdversaryDELsTheDevicePluginsSlotOfASharedState(t *testing.T) {
 	}
 	pods := naming()
 	pods.Devices["cdi.local/"+inst] = map[string]bool{slot: true}
-	sweepPastGrace(t, p, pods)
+	sweepPastGrace(t, p, pods, nil)
 	l, err := serial.Plugin.List(context.Background())
 	if err != nil {
 		t.Fatal(err)

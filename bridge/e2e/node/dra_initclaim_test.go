@@ -11,18 +11,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Adversary: reproduces, on the real node (kubelet 1.37.2, containerd),
-// the bridge's sweep unpreparing the claim of a running pod whose only
-// user is an init container. The kubelet's PodResources List leaves out
-// init containers that are not restartable sidecars, so it never names
-// the claim; after --reclaim-grace (3 s here) the bridge DELs the
-// claim's ADD, forgets its record and removes its CDI spec while the
-// pod runs, and the kubelet, which took the claim for prepared, never
-// prepares it again: when the pod's sandbox dies (here: killed) the
-// kubelet makes it anew and runs the init container again, which cannot
-// be created, its CDI device unresolvable, and the pod never runs again.
-func TestDRAAdversaryInitContainerClaim(t *testing.T) {
-	n := StartDRANode(t, requireNode(t).Sub("dra-adversary-init"), true)
+// testInitContainerClaim runs a pod whose claim only its init container
+// uses. The kubelet's PodResources List leaves out init containers that
+// are not restartable sidecars, so it never names the claim; the bridge
+// keeps it past --reclaim-grace (3 s here) all the same, since the pod,
+// read from the API server, names it and is reserved it. Released, the
+// claim's ADD, record and CDI spec would be gone while the pod runs, and
+// the kubelet, which takes the claim for prepared, would never prepare
+// it again: when the pod's sandbox dies (here: killed), the kubelet
+// makes it anew and runs the init container again, which could not be
+// created, its CDI device unresolvable. It runs.
+func testInitContainerClaim(t *testing.T, n *DRANode) {
 	ctx := t.Context()
 	const name = "init-claim"
 	pod := n.ClaimPodSpec(t, name, oneTerminalTpl, nil)
