@@ -98,7 +98,8 @@ func Open(path string, rec Record) (*Lock, error) {
 	if err := checkFile(path); err != nil {
 		return nil, err
 	}
-	rec.DRAPools = slices.Sorted(slices.Values(rec.DRAPools))
+	// Sorted, and [] rather than null for none.
+	rec.DRAPools = append([]string{}, slices.Sorted(slices.Values(rec.DRAPools))...)
 	// O_NOFOLLOW: a link placed at the path is an error, not followed;
 	// O_NONBLOCK: a FIFO placed there is opened without waiting for a
 	// writer, and then refused (claim).
