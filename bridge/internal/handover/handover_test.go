@@ -313,3 +313,29 @@ func writeFile(content string) func(t *testing.T, dir, path string) {
 		}
 	}
 }
+
+// A lock file swapped for a FIFO while another holds the lock (the
+// holder keeps the old file locked) is refused by the waiter, not taken
+// as the lock.
+func TestAcquireRefusesASwappedLock(t *testing.T) {
+	path := lockPath(t)
+	holder := open(t, path, handover.Record{})
+	if held, err := holder.TryAcquire(); !held || err != nil {
+		t.Fatalf("TryAcquire = %v, %v", held, err)
+	}
+	waiter := open(t, path, handover.Record{})
+	done := make(chan error, 1)
+	go func() { done <- waiter.Acquire(t.Context()) }()
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	fifo(t, "", path)
+	select {
+	case err := <-done:
+		if !errors.Is(err, handover.ErrUnsafe) || isClosed(waiter.Held()) {
+			t.Errorf("Acquire of a lock swapped for a FIFO: %v (held: %v), want %v", err, isClosed(waiter.Held()), handover.ErrUnsafe)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Acquire still waits 10 s after the lock was swapped for a FIFO")
+	}
+}
