@@ -185,8 +185,9 @@ func (f *frontEnds) holderPools() map[string]bool {
 
 // follow, while another bridge holds the node lock, reads its record
 // every period and hands the last discovery over again when the
-// holder's DRA pools change; once the lock is had, it hands it over
-// split by this bridge's own pools, and returns. It returns at once
+// holder's DRA pools change (or its record, unreadable at the start,
+// can be read); once the lock is had, it hands it over split by this
+// bridge's own pools, and returns. It returns at once
 // without the node lock, or when ctx ends.
 func (f *frontEnds) follow(ctx context.Context, period time.Duration) {
 	if f.lock == nil {
@@ -202,7 +203,11 @@ func (f *frontEnds) follow(ctx context.Context, period time.Duration) {
 			f.handAgain(ctx, nil)
 			return
 		case <-tick.C:
-			f.handAgain(ctx, f.holderPools())
+			// A record that cannot be read changes nothing: it is gone
+			// when its holder lets the lock go, which is then had.
+			if pools := f.holderPools(); pools != nil {
+				f.handAgain(ctx, pools)
+			}
 		}
 	}
 }

@@ -17,10 +17,11 @@ import (
 
 // openNodeLock opens --node-lock and takes it if no other bridge of the
 // node holds it; else it logs the holder and waits for it in the
-// background until ctx ends (awaitNodeLock). nil without --node-lock:
-// this bridge is the node's only one. The caller releases it
-// (handover.Lock.Release) once the node's slice controller has stopped.
-func openNodeLock(ctx context.Context, o *options, log *slog.Logger) (*handover.Lock, error) {
+// background until ctx ends (awaitNodeLock), fail told if the wait
+// fails. nil without --node-lock: this bridge is the node's only one.
+// The caller releases it (handover.Lock.Release) once the node's slice
+// controller has stopped.
+func openNodeLock(ctx context.Context, o *options, log *slog.Logger, fail func(error)) (*handover.Lock, error) {
 	if o.nodeLock == "" {
 		return nil, nil
 	}
@@ -39,20 +40,22 @@ func openNodeLock(ctx context.Context, o *options, log *slog.Logger) (*handover.
 		return l, nil
 	}
 	logWaiting(log, l)
-	go awaitNodeLock(ctx, l, log, time.Now())
+	go awaitNodeLock(ctx, l, log, fail, time.Now())
 	return l, nil
 }
 
 // awaitNodeLock waits for the node lock, held by the other bridge of a
-// rolling update, and logs when it is had.
-func awaitNodeLock(ctx context.Context, l *handover.Lock, log *slog.Logger, since time.Time) {
+// rolling update, and logs when it is had. A wait that fails otherwise
+// than by ctx's end (the lock's file swapped for a link or a FIFO) is
+// fail's: the bridge stops, and its restart says why.
+func awaitNodeLock(ctx context.Context, l *handover.Lock, log *slog.Logger, fail func(error), since time.Time) {
 	err := l.Acquire(ctx)
 	select {
 	case <-l.Held():
 		logHeld(log, l, err, time.Since(since))
 	default:
 		if ctx.Err() == nil && !errors.Is(err, handover.ErrReleased) {
-			log.Error("waiting for the node lock: the other bridge keeps the node's slices until this one restarts", "path", l.Path(), "error", err)
+			fail(fmt.Errorf("--node-lock: %w", err))
 		}
 	}
 }

@@ -251,7 +251,7 @@ func TestNodeLockRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := openNodeLock(t.Context(), o, slog.New(slog.DiscardHandler))
+	l, err := openNodeLock(t.Context(), o, slog.New(slog.DiscardHandler), func(err error) { t.Errorf("fail(%v)", err) })
 	if !errors.Is(err, handover.ErrUnsafe) || !strings.Contains(err.Error(), "--node-lock") || l != nil {
 		t.Errorf("openNodeLock = %v, %v; want a --node-lock error wrapping %v", l, err, handover.ErrUnsafe)
 	}

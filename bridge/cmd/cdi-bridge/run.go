@@ -52,7 +52,7 @@ func run(ctx context.Context, args []string) error {
 	}
 	err = b.serve(ctx)
 	if cause := context.Cause(ctx); err == nil && cause != nil && !errors.Is(cause, context.Canceled) {
-		err = cause // the DRA kubelet plugin failed
+		err = cause // the DRA kubelet plugin, or the wait for the node lock, failed
 	}
 	log.Info("stopped")
 	return err
@@ -76,18 +76,19 @@ type parts struct {
 // setUp starts, in the order each needs the last, what serving the
 // node's devices rests on: the client configuration, the node lock, the
 // node's slice controller (as early as it can: its start takes a
-// second; with the lock, it waits for it), the
-// Instance store, the kubelet's PodResources API, the CDI spec
-// directory, the DRA front end and the elected bridge's candidate. fail
-// is told of an error the DRA kubelet plugin cannot recover from. What
-// it started is stopped by stop, whether it returns an error or not.
+// second; with the lock, it waits for it), the Instance store, the
+// kubelet's PodResources API, the CDI spec directory, the DRA front end
+// and the elected bridge's candidate. fail is told of an error the DRA
+// kubelet plugin cannot recover from, and of a wait for the node lock
+// that failed. What it started is stopped by stop, whether it returns
+// an error or not.
 func setUp(ctx context.Context, o *options, log *slog.Logger, fail func(error)) (*parts, error) {
 	b := &parts{o: o, log: log, m: metrics.New(buildinfo.Version())}
 	var err error
 	if b.api, err = resolveKube(o); err != nil {
 		return b, err
 	}
-	if b.lock, err = openNodeLock(ctx, o, log); err != nil {
+	if b.lock, err = openNodeLock(ctx, o, log, fail); err != nil {
 		return b, err
 	}
 	slices, err := startSlices(ctx, o, b.api, b.lock, log)
