@@ -1,10 +1,15 @@
 package dra_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -14,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
 	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/utils/ptr"
@@ -22,6 +28,55 @@ import (
 	"github.com/cdiexec/cdi/bridge/internal/handover"
 	"github.com/cdiexec/cdi/bridge/internal/testing/apitest"
 )
+
+// The environment of a child holder (holdAndWrite): its kubeconfig,
+// node and lock.
+const (
+	envHolderKubeconfig = "DRA_TEST_HOLDER_KUBECONFIG"
+	envHolderNode       = "DRA_TEST_HOLDER_NODE"
+	envHolderLock       = "DRA_TEST_HOLDER_LOCK"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envHolderKubeconfig) != "" {
+		if err := holdAndWrite(); err != nil {
+			fmt.Fprintln(os.Stderr, "holder:", err)
+			os.Exit(1)
+		}
+	}
+	os.Exit(m.Run())
+}
+
+// holdAndWrite is a bridge's slices, in a child process, that takes the
+// node lock and writes the first slices of a fresh node, and stops
+// before the third, saying so on stdout, to be killed.
+func holdAndWrite() error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", os.Getenv(envHolderKubeconfig))
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	l, err := handover.Open(os.Getenv(envHolderLock), handover.Record{DRAPools: []string{"p"}})
+	if err != nil {
+		return err
+	}
+	if held, err := l.TryAcquire(); !held || err != nil {
+		return fmt.Errorf("the node lock: held %v, %w", held, err)
+	}
+	s := dra.StartNodeSlices(context.Background(), "cdi.local", os.Getenv(envHolderNode), client,
+		func(_ context.Context, err error, msg string) { fmt.Fprintln(os.Stderr, msg, err) }, dra.AfterLock(l.Held()))
+	dra.SetBeforeCreate(s, func(created int) {
+		if created == 2 {
+			fmt.Println("writing")
+			select {}
+		}
+	})
+	s.Publish(viewOf(3, "old"))
+	select {}
+}
 
 // surgeBridge is the slices' side of one of two bridges of a node
 // sharing its lock: the old pod's, which holds it, or the new one's,
@@ -234,4 +289,76 @@ func waitForAttribute(t *testing.T, client kubernetes.Interface, node, release s
 		}
 	}
 	t.Fatalf("the node's devices' release attributes %q, want %q", got, release)
+}
+
+// TestSurgeHolderKilledMidFirstWrite: the old bridge, holding the node's
+// lock, is killed (SIGKILL) half-way through the first slices of a fresh
+// node, two of three written; the new bridge, which waited, takes the
+// lock from the kernel and its controller completes the pool with its
+// own view: three slices, the two adopted.
+func TestSurgeHolderKilledMidFirstWrite(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	client, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const node = "surge-killed"
+	newNode(t, client, node)
+	writes := watchSlices(t, client, node)
+	lock := filepath.Join(t.TempDir(), "node.lock")
+	old := exec.Command(os.Args[0], "-test.run=^$")
+	old.Env = append(os.Environ(), envHolderKubeconfig+"="+env.Kubeconfig(t, apitest.AdminUser), envHolderNode+"="+node,
+		envHolderLock+"="+lock, "GORACE=atexit_sleep_ms=0")
+	old.Stderr = os.Stderr
+	out, err := old.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = old.Process.Kill(); _ = old.Wait() })
+	if line, err := bufio.NewReader(out).ReadString('\n'); line != "writing\n" {
+		t.Fatalf("the old bridge said %q, %v", line, err)
+	}
+	written := sliceNames(t, client, node)
+	if len(written) != 2 {
+		t.Fatalf("the old bridge wrote %q before it stopped, want 2", written)
+	}
+	next := startSurgeBridge(t, client, node, lock)
+	next.slices.Publish(viewOf(3, "new"))
+	time.Sleep(time.Second)
+	select {
+	case <-next.slices.Started():
+		t.Fatal("the new bridge's controller started while the old one held the lock")
+	default:
+	}
+	if err := old.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = old.Wait()
+	waitStarted(t, next.slices)
+	waitForAttribute(t, client, node, "new")
+	time.Sleep(3 * dra.SliceSyncDelay)
+	waitForAttribute(t, client, node, "new")
+	if _, added, _ := writes.since(0); len(added) != 3 {
+		t.Errorf("slices created: %q, want 3: two by the old bridge, one by the new", added)
+	}
+	if now := sliceNames(t, client, node); len(now) != 3 || !slices.Contains(now, written[0]) || !slices.Contains(now, written[1]) {
+		t.Errorf("the node's slices %q, want 3, the old bridge's %q among them", now, written)
+	}
+}
+
+// sliceNames lists the names of the node's slices.
+func sliceNames(t *testing.T, client kubernetes.Interface, node string) []string {
+	t.Helper()
+	l, err := client.ResourceV1().ResourceSlices().List(t.Context(), metav1.ListOptions{FieldSelector: nodeSelector(node)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range l.Items {
+		names = append(names, s.Name)
+	}
+	return names
 }
