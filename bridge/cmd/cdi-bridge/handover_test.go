@@ -256,3 +256,59 @@ func TestNodeLockRefused(t *testing.T) {
 		t.Errorf("openNodeLock = %v, %v; want a --node-lock error wrapping %v", l, err, handover.ErrUnsafe)
 	}
 }
+
+// A bridge waiting for the node lock whose file is swapped for a FIFO
+// (the holder keeps the old file locked) stops, saying why, rather than
+// wait for good or take the FIFO for the lock.
+func TestNodeLockSwappedWhileWaiting(t *testing.T) {
+	lock := filepath.Join(t.TempDir(), "node.lock")
+	holder, err := handover.Open(lock, handover.Record{PodUID: "old-pod"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Release()
+	if held, err := holder.TryAcquire(); !held || err != nil {
+		t.Fatalf("TryAcquire = %v, %v", held, err)
+	}
+	h := kubelettest.NewHost(t)
+	waiting := make(chan string, 1)
+	log := &logWatcher{addr: waiting}
+	cmd := exec.Command(filepath.Join(binDir, "cdi-bridge"), "--conf-dir", t.TempDir(), "--plugin-path", binDir, "--node-name", "n1",
+		"--device-plugin-dir", h.Dir, "--pod-resources-socket", "", "--domain", "cdi.test", "--store", "local",
+		"--local-store", filepath.Join(t.TempDir(), "i.json"), "--metrics-address", "127.0.0.1:0", "--cdi-spec-dir", t.TempDir(),
+		"--node-lock", lock)
+	cmd.Stderr = log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	for deadline := time.Now().Add(wait); len(log.records("waiting for the node lock held by another bridge: no ResourceSlice is written until it is had, and the pools are split between the front ends as the holder splits them")) == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the bridge did not log its wait for the node lock")
+		}
+	}
+	if err := os.Remove(lock); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(lock, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+			t.Errorf("the bridge exited with %v, want 1", err)
+		}
+	case <-time.After(wait):
+		t.Fatal("the bridge still runs after its node lock was swapped for a FIFO")
+	}
+	var said bool
+	for _, l := range log.rawLines() {
+		said = said || strings.Contains(string(l), "--node-lock: unsafe node lock: "+lock+" is a FIFO")
+	}
+	if !said {
+		t.Error("the bridge did not say that its node lock is a FIFO")
+	}
+}
