@@ -313,8 +313,10 @@ func checkDir(dir string) error {
 	return nil
 }
 
-// checkFile refuses a path that exists and is not a regular file; one
-// that does not exist yet is created by the first try.
+// checkFile refuses a path that exists and is not a regular file of
+// root or this user; one that does not exist yet is created by the first
+// try. A lock file others may read is made 0600: whoever can open it can
+// hold the lock (flock needs no write access).
 func checkFile(path string) error {
 	fi, err := os.Lstat(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -325,6 +327,15 @@ func checkFile(path string) error {
 	}
 	if !fi.Mode().IsRegular() {
 		return fmt.Errorf("%w: %s is %s, not a regular file", ErrUnsafe, path, kind(fi.Mode()))
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if uid := uint32(os.Geteuid()); !ok || st.Uid != 0 && st.Uid != uid {
+		return fmt.Errorf("%w: %s is owned by another user than root or this one (%d)", ErrUnsafe, path, uid)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		if err := os.Chmod(path, 0o600); err != nil {
+			return fmt.Errorf("node lock: %w", err)
+		}
 	}
 	return nil
 }

@@ -206,6 +206,10 @@ func TestUnsafeLock(t *testing.T) {
 		{name: "directory writable by others", before: func(t *testing.T, dir, _ string) { chmod(t, dir, 0o777) }, want: "writable by others"},
 		{name: "directory writable by its group", before: func(t *testing.T, dir, _ string) { chmod(t, dir, 0o775) }, want: "writable by others"},
 		{name: "directory of another user", before: chownNobody, want: "owned by uid"},
+		{name: "lock of another user", before: func(t *testing.T, dir, path string) {
+			writeFile("")(t, dir, path)
+			chownNobody(t, path, "")
+		}, want: "owned by another user"},
 		{name: "symbolic link after Open", after: symlink, want: "symbolic link"},
 		{name: "FIFO after Open", after: fifo, want: "not a regular file"},
 	} {
@@ -337,5 +341,21 @@ func TestAcquireRefusesASwappedLock(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Acquire still waits 10 s after the lock was swapped for a FIFO")
+	}
+}
+
+// A lock file others can read is made 0600 by Open: whoever can open it
+// can hold the lock.
+func TestOpenNarrowsTheLocksMode(t *testing.T) {
+	path := lockPath(t)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	open(t, path, handover.Record{})
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the lock's mode after Open: %v, %v; want 0600", fi.Mode(), err)
 	}
 }
