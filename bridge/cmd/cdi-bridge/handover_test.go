@@ -221,6 +221,10 @@ func TestHandOver(t *testing.T) {
 		if _, err := n.host.Kubelet.WaitFor(resource, wait, func(_ int, d []*pluginapi.Device) bool { return len(d) == 2 }); err != nil {
 			t.Fatalf("once the old bridge stopped: %v", err)
 		}
+		// Let go at its stop, not left to the kernel at its exit.
+		if recs := old.log.records("released the node lock: the slice controller has stopped"); len(recs) != 1 {
+			t.Errorf("the old bridge logged %d releases of the node lock, want 1", len(recs))
+		}
 	})
 }
 
