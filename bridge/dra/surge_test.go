@@ -327,11 +327,9 @@ func TestSurgeHolderKilledMidFirstWrite(t *testing.T) {
 	}
 	next := startSurgeBridge(t, client, node, lock)
 	next.slices.Publish(viewOf(3, "new"))
-	time.Sleep(time.Second)
-	select {
-	case <-next.slices.Started():
-		t.Fatal("the new bridge's controller started while the old one held the lock")
-	default:
+	time.Sleep(3 * time.Second)
+	if counts, _, _ := writes.since(0); len(counts) != 1 || counts[watch.Added] != 2 {
+		t.Fatalf("writes of the node's slices while the old bridge held the lock: %v, want its 2 creates only", counts)
 	}
 	if err := old.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
