@@ -141,6 +141,7 @@ func TestChart(t *testing.T) {
 			t.Errorf("without dra.pools: ClusterRole %v, binding %v, --dra-pools=%q, --pod-uid=%q, DeviceClasses %d",
 				role != nil, binding != nil, f["dra-pools"], f["pod-uid"], len(deviceClasses(fromChart)))
 		}
+		testNodeLock(t, f)
 	})
 	t.Run("switched off", func(t *testing.T) {
 		for _, tc := range []struct{ values, kind string }{

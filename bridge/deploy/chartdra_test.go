@@ -73,10 +73,21 @@ func testRollingUpdate(t *testing.T, ds *daemonSet, bridge *container, f map[str
 	if f["pod-uid"] != "$(POD_UID)" {
 		t.Errorf("--pod-uid=%q, want $(POD_UID)", f["pod-uid"])
 	}
+	testNodeLock(t, f)
 	if !slices.ContainsFunc(bridge.Env, func(e envVar) bool {
 		return e.Name == "POD_UID" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.uid"
 	}) {
 		t.Errorf("no POD_UID from metadata.uid in the bridge's env %+v", bridge.Env)
+	}
+}
+
+// testNodeLock checks that the bridge locks the node (--node-lock) in
+// the state volume, /var/lib/cdi, with DRA or without: of two pods of a
+// node side by side only the lock's holder writes its ResourceSlices.
+func testNodeLock(t *testing.T, f map[string]string) {
+	t.Helper()
+	if f["node-lock"] != "/var/lib/cdi/bridge/node.lock" {
+		t.Errorf("--node-lock=%q, want /var/lib/cdi/bridge/node.lock", f["node-lock"])
 	}
 }
 

@@ -3,7 +3,9 @@
 // that registers with the kubelet, publishes ResourceSlices (NodeSlices,
 // whose controller its caller may start before the driver; on a node
 // with none of the driver's slices the first are written ahead of the
-// controller, which adopts them), answers
+// controller, which adopts them; with AfterLock, only once the bridge
+// holds the node's lock, so that of the two bridges of a rolling update
+// only one writes the node's slices), answers
 // NodePrepareResources and NodeUnprepareResources by calling Devices, and
 // serves the kubelet's device health stream (DRAResourceHealth, v1 and
 // v1alpha1) from the list the device side last reported

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
 	resourcev1 "k8s.io/client-go/kubernetes/typed/resource/v1"
 	"k8s.io/client-go/util/watchlist"
@@ -66,50 +67,60 @@ func (s *NodeSlices) freshNode(ctx context.Context) (types.UID, bool) {
 }
 
 // writeFirst creates the slices of the newest Publish. On any error it
-// deletes those it created (the controller then writes them all), with a
-// context of its own: a bridge stopped half-way leaves none.
+// deletes those it made (the controller then writes them all), with a
+// context of its own: a bridge stopped half-way leaves none of its own.
 func (s *NodeSlices) writeFirst(ctx context.Context, owner types.UID) {
 	s.mu.Lock()
 	res := s.pending
 	s.mu.Unlock()
 	api := s.client.ResourceV1().ResourceSlices()
-	var created []string
+	var made []madeSlice
 	for _, name := range slices.Sorted(maps.Keys(res.Pools)) {
 		pool := res.Pools[name]
 		for i := range pool.Slices {
 			if s.beforeCreate != nil {
-				s.beforeCreate(len(created))
+				s.beforeCreate(len(made))
 			}
-			got, err := api.Create(ctx, firstSlice(s.driver, s.node, owner, name, pool, i), metav1.CreateOptions{})
+			sl := firstSlice(s.driver, s.node, owner, name, pool, i)
+			got, err := api.Create(ctx, sl, metav1.CreateOptions{})
 			if err != nil {
-				s.onError(ctx, fmt.Errorf("creating the first ResourceSlices (%d created, deleted again): %w", len(created), err), "writing the first slices")
-				s.undo(ctx, created)
+				s.onError(ctx, fmt.Errorf("creating the first ResourceSlices (%d created, deleted again): %w", len(made), err), "writing the first slices")
+				if !apierrors.IsAlreadyExists(err) {
+					// Its answer may be lost: made, or not.
+					made = append(made, madeSlice{name: sl.Name})
+				}
+				s.undo(ctx, made)
 				return
 			}
-			created = append(created, got.Name)
+			made = append(made, madeSlice{name: got.Name, uid: got.UID})
 		}
 	}
-	s.written = len(created)
+	s.written = len(made)
 }
 
-// undo deletes the node's slices of the driver, all written here (the
-// node had none and the controller has not started): those created and
-// one whose create's answer was lost (a stop while it was read). If
-// they cannot be listed, those created.
-func (s *NodeSlices) undo(ctx context.Context, created []string) {
+// madeSlice is a slice writeFirst created, or whose create's answer was
+// lost (uid empty).
+type madeSlice struct {
+	name string
+	uid  types.UID
+}
+
+// undo deletes the slices writeFirst made, by name, and by UID where it
+// is known: never another's slice of the node (the other bridge of a
+// rolling update may have written some meanwhile). The names are chosen
+// here (firstSlice), so that one whose create's answer was lost is known
+// as exactly as those created.
+func (s *NodeSlices) undo(ctx context.Context, made []madeSlice) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), undoTimeout)
 	defer cancel()
 	api := s.client.ResourceV1().ResourceSlices()
-	names := created
-	if l, err := api.List(ctx, metav1.ListOptions{FieldSelector: s.fieldSelector()}); err == nil {
-		names = names[:0:0]
-		for _, sl := range l.Items {
-			names = append(names, sl.Name)
+	for _, m := range made {
+		var opts metav1.DeleteOptions
+		if m.uid != "" {
+			opts.Preconditions = metav1.NewUIDPreconditions(string(m.uid))
 		}
-	}
-	for _, name := range names {
-		if err := api.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			s.onError(ctx, fmt.Errorf("deleting the first ResourceSlice %s: %w", name, err), "undoing the first slices")
+		if err := api.Delete(ctx, m.name, opts); err != nil && !apierrors.IsNotFound(err) {
+			s.onError(ctx, fmt.Errorf("deleting the first ResourceSlice %s: %w", m.name, err), "undoing the first slices")
 		}
 	}
 }
@@ -123,13 +134,16 @@ func (s *NodeSlices) fieldSelector() string {
 // syncPool) creates it on a node with none: the name's prefix the index
 // in hex, padded to its length for the pool's count (at least 5), then
 // the driver and the node; the Node the controlling owner; generation
-// the pool's, at least 1.
+// the pool's, at least 1. The controller asks the API server to
+// generate the name from that prefix; here it is generated the API
+// server's way (generatedName), so that undo knows it even when the
+// create's answer is lost.
 func firstSlice(driver, node string, owner types.UID, name string, pool resourceslice.Pool, i int) *resourceapi.ResourceSlice {
 	width := max(5, len(fmt.Sprintf("%x", len(pool.Slices)-1)))
 	sl := pool.Slices[i]
 	return &resourceapi.ResourceSlice{
 		ObjectMeta: metav1.ObjectMeta{
-			GenerateName: strings.Join([]string{fmt.Sprintf("%0*x", width, i), driver, node, ""}, "-"),
+			Name: generatedName(strings.Join([]string{fmt.Sprintf("%0*x", width, i), driver, node, ""}, "-")),
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node, UID: owner,
 				Controller: ptr.To(true)}},
 		},
@@ -147,6 +161,17 @@ func firstSlice(driver, node string, owner types.UID, name string, pool resource
 			SkipNodeOperations:     sl.SkipNodeOperations,
 		},
 	}
+}
+
+// generatedName is a name generated from prefix as the API server
+// generates one (k8s.io/apiserver's SimpleNameGenerator): the prefix cut
+// to 58 characters, then five random ones.
+func generatedName(prefix string) string {
+	const maxPrefix = 63 - 5
+	if len(prefix) > maxPrefix {
+		prefix = prefix[:maxPrefix]
+	}
+	return prefix + utilrand.String(5)
 }
 
 // refIfTrue is a pointer to b if it is set, else nil, as the controller

@@ -239,3 +239,76 @@ func failingClient(t *testing.T, cfg *rest.Config, n int, lose bool, lists *list
 type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestFirstSlicesUndoOnlyOwn: a first write that fails deletes the
+// slices it created and the one whose create's answer was lost, never a
+// slice of the node that another wrote meanwhile (another bridge's, of
+// the same pool and index, or of another pool). The bridge stops at the
+// failure, so that no controller starts after the undo.
+func TestFirstSlicesUndoOnlyOwn(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	admin, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		// failCreate and lose are failingClient's.
+		failCreate int
+		lose       bool
+		// others' slice, made before the third create: its pool and the
+		// index its name begins with.
+		pool, prefix string
+	}{
+		{name: "stopped half-way", pool: "q", prefix: "00000"},
+		{name: "answer lost", failCreate: 3, lose: true, pool: "p", prefix: "00002"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			node := "undo-" + strings.ReplaceAll(tc.name, " ", "-")
+			if _, err := admin.CoreV1().Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			ctx, stop := context.WithCancel(t.Context())
+			defer stop()
+			var lists listVersions
+			s := dra.StartNodeSlices(ctx, "cdi.local", node, failingClient(t, env.Config, tc.failCreate, tc.lose, &lists), func(_ context.Context, err error, msg string) {
+				t.Logf("%s: %v", msg, err)
+				if msg == "writing the first slices" {
+					stop()
+				}
+			})
+			defer s.Stop()
+			others := &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: tc.prefix + "-cdi.local-" + node + "-other"},
+				Spec: resourceapi.ResourceSliceSpec{Driver: "cdi.local", NodeName: &node,
+					Pool: resourceapi.ResourcePool{Name: tc.pool, Generation: 1, ResourceSliceCount: 3}, Devices: []resourceapi.Device{{Name: "theirs"}}}}
+			dra.SetBeforeCreate(s, func(created int) {
+				if created != 2 {
+					return
+				}
+				if _, err := admin.ResourceV1().ResourceSlices().Create(context.Background(), others, metav1.CreateOptions{}); err != nil {
+					t.Error(err)
+				}
+				if tc.failCreate == 0 {
+					stop()
+				}
+			})
+			s.Publish(poolOf(3))
+			select {
+			case <-s.Started():
+			case <-time.After(time.Minute):
+				t.Fatal("the first write did not end")
+			}
+			l, err := admin.ResourceV1().ResourceSlices().List(t.Context(), metav1.ListOptions{FieldSelector: nodeSelector(node)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, sl := range l.Items {
+				names = append(names, sl.Name)
+			}
+			if !slices.Equal(names, []string{others.Name}) {
+				t.Errorf("the node's slices after the undo: %q, want only the other writer's %s", names, others.Name)
+			}
+		})
+	}
+}

@@ -62,11 +62,22 @@ func NodeSliceOptions(driver, node string, client kubernetes.Interface, res *res
 // reboot) the controller is not needed for the first slices: they are
 // created as it would create them, at the first Publish, and the
 // controller is started afterwards and adopts them (firstslices.go).
+//
+// Two bridges of one node (the old and the new pod of a rolling update
+// with maxSurge) must not both write its slices: each would write its
+// own view over the other's for as long as both run, and on a fresh node
+// both would write a first set. With AfterLock, nothing is written (no
+// LIST of a fresh node, no first slices, no controller) until the
+// bridge holds the node's lock (bridge/internal/handover), which the
+// other lets go only once its controller has stopped (Stop).
 type NodeSlices struct {
 	begun   time.Time // when StartNodeSlices was called
 	queue   *gatedQueue
 	cancel  context.CancelFunc
 	started chan struct{} // closed once StartController returned
+	// held, if set (AfterLock), is closed once this bridge holds the
+	// node's lock: start waits for it.
+	held <-chan struct{}
 
 	// For writeFirst: first is closed by the first Publish.
 	first        chan struct{}
@@ -87,15 +98,30 @@ type NodeSlices struct {
 	written int // by writeFirst, before started is closed
 }
 
+// A SlicesOption changes how StartNodeSlices starts.
+type SlicesOption func(*NodeSlices)
+
+// AfterLock makes NodeSlices wait until held is closed, once this bridge
+// holds the node's lock (handover.Lock.Held), before it looks at the
+// node's slices, writes the first ones or starts the controller. Publish
+// meanwhile keeps the newest slices for then. A nil held waits for
+// nothing.
+func AfterLock(held <-chan struct{}) SlicesOption {
+	return func(s *NodeSlices) { s.held = held }
+}
+
 // StartNodeSlices starts the controller of node's slices of driver in the
 // background, until ctx ends or Stop; onError is NodeSliceOptions'.
 // On a node with none of driver's slices (freshNode) the first Publish's
 // slices are written first (writeFirst) and the controller starts after.
 func StartNodeSlices(ctx context.Context, driver, node string, client kubernetes.Interface,
-	onError func(context.Context, error, string)) *NodeSlices {
+	onError func(context.Context, error, string), options ...SlicesOption) *NodeSlices {
 	ctx, cancel := context.WithCancel(ctx)
 	s := &NodeSlices{begun: time.Now(), queue: newGatedQueue(), cancel: cancel, started: make(chan struct{}),
 		first: make(chan struct{}), driver: driver, node: node, client: client, onError: onError}
+	for _, o := range options {
+		o(s)
+	}
 	opts := NodeSliceOptions(driver, node, client, nil, onError)
 	opts.Queue = s.queue
 	go s.start(ctx, opts)
@@ -109,6 +135,13 @@ func StartNodeSlices(ctx context.Context, driver, node string, client kubernetes
 // names' index: it writes nothing and never a second set.
 func (s *NodeSlices) start(ctx context.Context, opts resourceslice.Options) {
 	defer close(s.started)
+	if s.held != nil {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.held:
+		}
+	}
 	if owner, fresh := s.freshNode(ctx); fresh {
 		select {
 		case <-ctx.Done():
@@ -157,7 +190,8 @@ func (s *NodeSlices) Begun() time.Time {
 	return s.begun
 }
 
-// Started is closed once the controller has started (or ctx ended first).
+// Started is closed once the controller has started (or ctx ended
+// first); with AfterLock, not before the lock is held.
 func (s *NodeSlices) Started() <-chan struct{} { return s.started }
 
 // Written is how many slices writeFirst created and kept: 0 unless
@@ -175,7 +209,9 @@ func (s *NodeSlices) Stats() resourceslice.Stats {
 	return s.ctrl.GetStats()
 }
 
-// Stop stops the controller and waits for it. The slices stay.
+// Stop stops the controller and waits for it: once it returns, this
+// bridge writes no slice, and the node's lock may be let go. The slices
+// stay.
 func (s *NodeSlices) Stop() {
 	s.cancel()
 	<-s.started

@@ -25,13 +25,20 @@
 // old pod's, and shares the checkpoint with it: Start opens it, setting
 // it aside if need be, under the kubelet-plugin library's lock of the
 // calls (dra.LockCalls), and so does every later read
-// (bridge/dradevices). During the overlap both publish the node's slices
-// from their own discoveries (the new one only once its claims are
-// rebuilt), and the kubelet watches both health streams; when the old
-// pod stops, the kubelet forgets the driver's health, both pods', and
-// knows it again from the new pod's next report (dra.HealthResend).
+// (bridge/dradevices). During the overlap only the bridge that holds the
+// node's lock (cdi-bridge's --node-lock, which the chart sets: the old
+// pod) writes the node's slices; the new one's slice controller
+// (Config.Slices, started with dra.AfterLock) waits for the lock, which
+// the old one lets go once its own controller has stopped, and then
+// adopts the slices and writes its own view over them. Its kubelet
+// plugin registers and prepares claims meanwhile, so that the kubelet
+// moves to it. The kubelet watches both health streams; when the old pod
+// stops, the kubelet forgets the driver's health, both pods', and knows
+// it again from the new pod's next report (dra.HealthResend).
 //
 // Which pools it serves is decided by its caller: Split divides a
 // discovery between the device plugins (bridge/node) and this front end,
-// a drop-in never between the two.
+// a drop-in never between the two. While another bridge holds the node's
+// lock, cdi-bridge splits by that holder's DRA pools (its record), not
+// by its own: a pool is served by one front end at a time.
 package drafront

@@ -167,11 +167,13 @@ func Start(ctx context.Context, cfg Config) (*FrontEnd, error) {
 // first sync, the first discovery and the rebuild of the prepared
 // claims; on a node with none of the driver's slices, the first are
 // written without it and it starts after them. It publishes nothing
-// before the front end's first publish.
-func StartSlices(ctx context.Context, driver, node string, client kubernetes.Interface, log *slog.Logger) *dra.NodeSlices {
+// before the front end's first publish, and with dra.AfterLock nothing
+// before the bridge holds the node's lock.
+func StartSlices(ctx context.Context, driver, node string, client kubernetes.Interface, log *slog.Logger,
+	options ...dra.SlicesOption) *dra.NodeSlices {
 	s := dra.StartNodeSlices(ctx, driver, node, client, func(_ context.Context, err error, msg string) {
 		log.Error("publishing the node's ResourceSlices: "+msg, "error", err)
-	})
+	}, options...)
 	go func() {
 		<-s.Started()
 		if ctx.Err() == nil {

@@ -45,7 +45,7 @@ func TestStartDRARefuses(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			slices, err := startSlices(t.Context(), o, tc.api, log)
+			slices, err := startSlices(t.Context(), o, tc.api, nil, log)
 			if !errors.Is(err, errUsage) || slices != nil {
 				t.Errorf("startSlices = %v, %v; want a usage error", slices, err)
 			}
@@ -56,7 +56,7 @@ func TestStartDRARefuses(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		slices, err := startSlices(t.Context(), o, api, log)
+		slices, err := startSlices(t.Context(), o, api, nil, log)
 		if slices != nil || err != nil {
 			t.Errorf("startSlices without --dra-pools = %v, %v", slices, err)
 		}

@@ -44,8 +44,11 @@ type options struct {
 	brokerNamespaces string
 	// podUID, the bridge's pod's, lets the DRA driver of the next pod of
 	// a rolling update register beside this one's.
-	podUID  string
-	version bool
+	podUID string
+	// nodeLock is the file whose lock says which of a node's bridges
+	// writes its slices (bridge/internal/handover); empty: off.
+	nodeLock string
+	version  bool
 }
 
 // errUsage is wrapped by the errors of a command line that does not parse;
@@ -167,6 +170,7 @@ func draFlags(fs *flag.FlagSet, o *options) {
 	fs.StringVar(&o.draCheckpoint, "dra-checkpoint", "/var/lib/cdi/bridge/dra-claims.json", "the file recording the claims prepared through DRA, so that they can be unprepared after a restart")
 	fs.StringVar(&o.draPluginDir, "dra-plugin-dir", "", "directory of the DRA driver's socket (default /var/lib/kubelet/plugins/<domain>)")
 	fs.StringVar(&o.draRegistrarDir, "dra-registrar-dir", "/var/lib/kubelet/plugins_registry", "the kubelet's plugin registration directory, for the DRA driver")
+	fs.StringVar(&o.nodeLock, "node-lock", "", "a file on the host that the bridges of this node lock, so that of two side by side (a DaemonSet update with maxSurge) only the holder writes the node's ResourceSlices; the other splits its pools between the front ends as the holder's record (<file>.json) says, and takes over when the holder stops. Its directory must be writable by its owner only. Empty: off, one bridge per node")
 	fs.StringVar(&o.podUID, "pod-uid", "", "the UID of the bridge's pod (the downward API's metadata.uid): with --dra-pools, the DRA driver registers under the pod's own socket names, so that the next pod of a DaemonSet update (maxSurge) serves beside it until it stops (kubelet 1.33 or later); empty: one registration, replaced at a restart")
 }
 

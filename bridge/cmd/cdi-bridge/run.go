@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/cdiexec/cdi/bridge/cdispec"
@@ -17,6 +18,7 @@ import (
 	"github.com/cdiexec/cdi/bridge/drafront"
 	"github.com/cdiexec/cdi/bridge/elected"
 	"github.com/cdiexec/cdi/bridge/instance"
+	"github.com/cdiexec/cdi/bridge/internal/handover"
 	"github.com/cdiexec/cdi/bridge/metrics"
 	"github.com/cdiexec/cdi/bridge/node"
 	"github.com/cdiexec/cdi/bridge/reclaim"
@@ -50,7 +52,7 @@ func run(ctx context.Context, args []string) error {
 	}
 	err = b.serve(ctx)
 	if cause := context.Cause(ctx); err == nil && cause != nil && !errors.Is(cause, context.Canceled) {
-		err = cause // the DRA kubelet plugin failed
+		err = cause // the DRA kubelet plugin, or the wait for the node lock, failed
 	}
 	log.Info("stopped")
 	return err
@@ -67,28 +69,39 @@ type parts struct {
 	podResources reclaim.Lister     // nil: off
 	cdiDir       *cdispec.Dir       // nil: --cdi-names=false
 	front        *drafront.FrontEnd // nil: DRA off
+	lock         *handover.Lock     // nil: --node-lock off
 	stops        []func()           // in the order they were started
 }
 
 // setUp starts, in the order each needs the last, what serving the
-// node's devices rests on: the client configuration, the node's slice
-// controller (as early as it can: its start takes a second), the
-// Instance store, the kubelet's PodResources API, the CDI spec
-// directory, the DRA front end and the elected bridge's candidate. fail
-// is told of an error the DRA kubelet plugin cannot recover from. What
-// it started is stopped by stop, whether it returns an error or not.
+// node's devices rests on: the client configuration, the node lock, the
+// node's slice controller (as early as it can: its start takes a
+// second; with the lock, it waits for it), the Instance store, the
+// kubelet's PodResources API, the CDI spec directory, the DRA front end
+// and the elected bridge's candidate. fail is told of an error the DRA
+// kubelet plugin cannot recover from, and of a wait for the node lock
+// that failed. What it started is stopped by stop, whether it returns
+// an error or not.
 func setUp(ctx context.Context, o *options, log *slog.Logger, fail func(error)) (*parts, error) {
 	b := &parts{o: o, log: log, m: metrics.New(buildinfo.Version())}
 	var err error
 	if b.api, err = resolveKube(o); err != nil {
 		return b, err
 	}
-	slices, err := startSlices(ctx, o, b.api, log)
-	if err != nil {
+	if b.lock, err = openNodeLock(ctx, o, log, fail); err != nil {
 		return b, err
 	}
-	if slices != nil {
-		b.stops = append(b.stops, slices.Stop)
+	slices, err := startSlices(ctx, o, b.api, b.lock, log)
+	if b.lock != nil || slices != nil {
+		// At the stop, or as soon as ctx ends: the other bridge of the
+		// node waits for the lock, which goes only once this bridge's
+		// slice controller has stopped.
+		handOver := sync.OnceFunc(func() { stopSlices(slices); releaseNodeLock(b.lock, log) })
+		context.AfterFunc(ctx, handOver)
+		b.stops = append(b.stops, handOver)
+	}
+	if err != nil {
+		return b, err
 	}
 	if b.store, err = openStore(ctx, o, b.api, log); err != nil {
 		return b, err
@@ -146,7 +159,8 @@ func (b *parts) serve(ctx context.Context) error {
 			return err
 		}
 	}
-	fronts := frontEnds{node: n, dra: b.front, draPools: drafront.ParsePools(o.draPools)}
+	fronts := newFrontEnds(n, b.front, drafront.ParsePools(o.draPools), b.lock, log)
+	go fronts.follow(ctx, time.Second)
 	disc.Keep = fronts.holds
 	served := make(chan error, 1)
 	go func() { served <- n.Run(ctx) }()

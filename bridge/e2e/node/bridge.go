@@ -218,6 +218,9 @@ func startBridgeProc(t testing.TB, l Layout, c *Cluster, node, confDir, name str
 		"node-name": node, "namespace": c.Namespace, "kubeconfig": c.BridgeKubeconfig,
 		"conf-dir": confDir, "plugin-path": l.Bin,
 		"reclaim-grace": reclaimGrace.String(), "reclaim-period": reclaimPeriod.String(),
+		// The node's own, as the DaemonSet's is the host's: the bridges of
+		// one node share it, those of two never.
+		"node-lock": l.Path("cdi-state", "node.lock"),
 	}
 	maps.Copy(set, extra)
 	args, err = withFlags(args, set)

@@ -61,7 +61,9 @@ const heldInfoTimeout = 3 * podStartWait
 // left over), the one checkpoint records every claim, and the claim the
 // old bridge prepared is unprepared by the new one when its pod goes.
 // The cameras, served by the device plugins of both bridges during the
-// overlap, are still the Node's after it.
+// overlap, are still the Node's after it. The two share the node's lock
+// (--node-lock) as the DaemonSet's pods do: the new bridge waits for it
+// and takes over when the old one stops.
 func TestDRARollingUpdate(t *testing.T) {
 	n := StartDRANode(t, requireNode(t).Sub("dra-rolling"), true)
 	g := n.GateTerminals(t)
@@ -81,6 +83,9 @@ func TestDRARollingUpdate(t *testing.T) {
 	bridge := n.startPodBridge(t, newPod)
 	t.Cleanup(func() { g.Set(t, holdInfo, false) }) // before the bridges stop
 	waitLogLine(t, bridge, `"msg":"DRA front end"`, 1)
+	// The old bridge holds the node's lock: the new one writes no slice
+	// until it stops.
+	waitLogLine(t, bridge, `"msg":"waiting for the node lock held by another bridge`, 1)
 	n.CreatePod(t, n.ClaimPodSpec(t, "new-bridge-undiscovered", oneTerminalTpl, nil))
 	undiscovered := n.AwaitClaimPod(t, "new-bridge-undiscovered", 1)
 	if registered, err := kubeletPluginRegistered(t.Context(), newPod.registration()); err != nil || registered {
@@ -100,6 +105,7 @@ func TestDRARollingUpdate(t *testing.T) {
 	if err := waitPluginRegistered(t.Context(), oldPod.registration(), false); err != nil {
 		t.Fatal(err)
 	}
+	waitLogLine(t, bridge, `"msg":"took over the node from the bridge that held its lock`, 1)
 	running = append(running, n.RunClaimPod(t, "after-update", oneTerminalTpl, nil, 1))
 
 	n.checkNoFailedPrepare(t)
