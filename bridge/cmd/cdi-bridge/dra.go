@@ -52,8 +52,7 @@ func startSlices(ctx context.Context, o *options, api *kubeAccess, lock *handove
 // controller (startSlices), or returns nil when that is nil: DRA is off.
 // It stops when ctx ends; onFatal is told of an error its kubelet plugin
 // cannot recover from. store is the node's Instance store, cdiDir its
-// CDI spec directory (the node's files and the claims' share it: a
-// second Open could remove a write of the first's under way),
+// CDI spec directory (the node's files and the claims' share it),
 // podResources the kubelet's PodResources API (nil: off); m gets its
 // checkpoint's fate, its claims and its devices.
 func startDRA(ctx context.Context, o *options, api *kubeAccess, slices *dra.NodeSlices, store instance.Store, cdiDir *cdispec.Dir,

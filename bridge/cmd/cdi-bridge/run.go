@@ -110,8 +110,7 @@ func setUp(ctx context.Context, o *options, log *slog.Logger, fail func(error)) 
 		return b, err
 	}
 	// One Dir for the node's files and the DRA claims': opening one
-	// removes what an earlier run's writes left, which a second would
-	// take the first's writes under way for.
+	// removes what a killed run's writes left, once a minute old.
 	if b.cdiDir, err = openCDI(o, log); err != nil {
 		return b, err
 	}
