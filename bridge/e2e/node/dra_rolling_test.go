@@ -10,8 +10,12 @@ import (
 	"testing"
 	"time"
 
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	kwait "k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/cdiexec/cdi/bridge/dradevices"
 )
 
 // A bridge pod of a rolling update, as the chart's DaemonSet runs it
@@ -29,11 +33,12 @@ func (b podBridge) registration() string {
 	return kubeletDir + "/plugins_registry/" + domain + "-" + b.uid + "-reg.sock"
 }
 
-// startPodBridge starts the bridge of pod b without waiting for it; the
-// test's pods are deleted before it stops.
-func (n *DRANode) startPodBridge(t *testing.T, b podBridge) *Proc {
+// startPodBridge starts the bridge of pod b, reading the drop-ins in
+// confDir, without waiting for it; the test's pods are deleted before it
+// stops.
+func (n *DRANode) startPodBridge(t *testing.T, b podBridge, confDir string) *Proc {
 	t.Helper()
-	p := startBridgeProc(t, n.Layout, n.Cluster, Name, n.ConfDir, "cdi-bridge-"+b.uid, map[string]string{
+	p := startBridgeProc(t, n.Layout, n.Cluster, Name, confDir, "cdi-bridge-"+b.uid, map[string]string{
 		"dra-checkpoint": n.Checkpoint, "dra-pools": draPool, "pod-uid": b.uid, "metrics-address": b.metrics,
 		"exec-timeout": heldInfoTimeout.String(),
 	})
@@ -63,14 +68,19 @@ const heldInfoTimeout = 3 * podStartWait
 // The cameras, served by the device plugins of both bridges during the
 // overlap, are still the Node's after it. The two share the node's lock
 // (--node-lock) as the DaemonSet's pods do: the new bridge waits for it
-// and takes over when the old one stops.
+// and takes over when the old one stops. The new release publishes
+// other attributes (its drop-in gives the terminals another cdiKind),
+// and one bridge writes the node's slices at a time: from the new
+// bridge's start until its attributes are in the API, the pool's slices
+// are written at most twice (the hand-over's update), however long both
+// run; a claim prepared while both run is unprepared after.
 func TestDRARollingUpdate(t *testing.T) {
 	n := StartDRANode(t, requireNode(t).Sub("dra-rolling"), true)
 	g := n.GateTerminals(t)
 	// The node's bridge has no pod UID; the update's two pods have one.
 	n.StopBridge(t)
 	oldPod, newPod := podBridge{"7a1f-old", ":8089"}, podBridge{"9c2e-new", ":8090"}
-	old := n.startPodBridge(t, oldPod)
+	old := n.startPodBridge(t, oldPod, n.ConfDir)
 	if err := waitReadyAt(t.Context(), old, oldPod.readyz()); err != nil {
 		t.Fatal(err)
 	}
@@ -79,8 +89,13 @@ func TestDRARollingUpdate(t *testing.T) {
 	}
 	before := n.RunClaimPod(t, "before-update", oneTerminalTpl, nil, 1)
 
+	sw, _, err := n.watchSlices(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sw.Stop()
 	g.Set(t, holdInfo, true)
-	bridge := n.startPodBridge(t, newPod)
+	bridge := n.startPodBridge(t, newPod, n.newRelease(t))
 	t.Cleanup(func() { g.Set(t, holdInfo, false) }) // before the bridges stop
 	waitLogLine(t, bridge, `"msg":"DRA front end"`, 1)
 	// The old bridge holds the node's lock: the new one writes no slice
@@ -98,7 +113,11 @@ func TestDRARollingUpdate(t *testing.T) {
 	if err := waitReadyAt(t.Context(), bridge, newPod.readyz()); err != nil {
 		t.Fatal(err)
 	}
-	running := []*ClaimPod{before, undiscovered, n.RunClaimPod(t, "both-bridges", oneTerminalTpl, nil, 1)}
+	both := n.RunClaimPod(t, "both-bridges", oneTerminalTpl, nil, 1)
+	running := []*ClaimPod{before, undiscovered, both}
+	// Both serve a while: two slice controllers would overwrite each
+	// other's views, one a second (SliceSyncDelay).
+	time.Sleep(overlapWatch)
 	if err := old.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -106,6 +125,7 @@ func TestDRARollingUpdate(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitLogLine(t, bridge, `"msg":"took over the node from the bridge that held its lock`, 1)
+	n.checkOneWriter(t, sw)
 	running = append(running, n.RunClaimPod(t, "after-update", oneTerminalTpl, nil, 1))
 
 	n.checkNoFailedPrepare(t)
@@ -113,7 +133,65 @@ func TestDRARollingUpdate(t *testing.T) {
 	checkPreparedOnce(t, running, old.LogPath, bridge.LogPath)
 	n.CheckStillRunning(t, pods(running)...)
 	n.DeleteClaimPod(t, before) // prepared by the old bridge, unprepared by the new one
+	n.DeleteClaimPod(t, both)   // prepared while both served
 	timed(t, "the cameras the Node's after the update", func() { n.waitResources(t) })
+}
+
+// overlapWatch is how long TestDRARollingUpdate lets both bridges serve.
+const overlapWatch = 5 * time.Second
+
+// newCDIKind is the terminals' cdiKind in the new release's drop-in, an
+// attribute of their devices in the slices.
+const newCDIKind = "cdi.local/tty-next"
+
+// newRelease writes the new release's drop-ins, the node's but for the
+// terminals' cdiKind, and returns their directory.
+func (n *DRANode) newRelease(t *testing.T) string {
+	t.Helper()
+	dir := n.Layout.Path("cdi-conf-next")
+	for _, d := range n.DropIns {
+		if d.Type == "tty" {
+			d.Plugin = gatedPlugin
+			d.Args = maps.Clone(d.Args)
+			d.Args["cdiKind"] = newCDIKind
+		}
+		if err := d.Write(dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// checkOneWriter waits until the node's slices hold the new release's
+// attributes, and checks that the watch since the new bridge started saw
+// the pool's slices written at most twice.
+func (n *DRANode) checkOneWriter(t *testing.T, sw *sliceWatch) {
+	t.Helper()
+	attr := resourceapi.QualifiedName(dradevices.AttrCDIKind)
+	timed(t, "the new release's attributes in the slices", func() {
+		err := kwait.PollUntilContextTimeout(t.Context(), pollInterval, time.Minute, true, func(ctx context.Context) (bool, error) {
+			list, err := n.nodeSlices(ctx)
+			if err != nil || len(list) == 0 {
+				return false, nil
+			}
+			for _, s := range list {
+				for _, d := range s.Spec.Devices {
+					if v := d.Attributes[attr].StringValue; v == nil || *v != newCDIKind {
+						return false, nil
+					}
+				}
+			}
+			return true, nil
+		})
+		if err != nil {
+			t.Errorf("the slices never showed the new release's %s %s: %v", attr, newCDIKind, err)
+		}
+	})
+	events := sw.Events()
+	t.Logf("the node's slices from the new bridge's start until its attributes were published: %v", events)
+	if len(events) > 2 {
+		t.Errorf("the node's slices were written %d times across the update, want at most 2 (one bridge writing at a time)", len(events))
+	}
 }
 
 // checkNoFailedPrepare fails the test for every pod with the kubelet's
