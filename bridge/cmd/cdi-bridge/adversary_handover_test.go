@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/cdiexec/cdi/bridge/cdispec"
+	"github.com/cdiexec/cdi/bridge/internal/testing/apitest"
+)
+
+// TestAdversaryHandOverKeepsRunningPodsCDISpec reproduces a pool moved
+// from device plugins to DRA across the hand-over (the old pod serves
+// tty-generic through its device plugins, the new one has
+// --dra-pools=tty-generic) with a running device-plugin pod: the old
+// bridge granted a slot whose Allocate answer names the device by CDI
+// (cdi.test/tty-generic=...), and the kubelet's PodResources says the
+// container holds it. While the old bridge holds the node lock the CDI
+// spec file stays (TestHandOver checks that much), but at the take-over
+// the new bridge splits by its own pools and its device plugins' CDI
+// Sync removes the pool's spec file, although the DRA front end itself
+// keeps the slot (withheld from the slices) because a container holds
+// it. The kubelet hands the cached Allocate answer to the runtime at
+// every restart of that container, and the runtime fails it on the name
+// it can no longer resolve: the running pod loses its device at its next
+// container restart.
+func TestAdversaryHandOverKeepsRunningPodsCDISpec(t *testing.T) {
+	env := apitest.Start(t, apitest.Options{})
+	client, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const resource = "cdi.test/tty-generic"
+	n := newSurgeNode(t, env, client, "adv-cdi")
+	specFile := filepath.Join(n.cdiDir, cdispec.FileName(cdispec.Kind{Vendor: "cdi.test", Class: "tty-generic"}))
+	old := n.start(t, "old-pod", "")
+	if _, err := n.host.Kubelet.WaitFor(resource, wait, func(_ int, d []*pluginapi.Device) bool { return len(d) == 2 }); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := n.host.Kubelet.Allocate(context.Background(), resource, []string{"0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.ContainerResponses) != 1 || len(resp.ContainerResponses[0].CdiDevices) != 1 {
+		t.Fatalf("the old bridge's Allocate answer %v, want one CDI name", resp)
+	}
+	cdiName := resp.ContainerResponses[0].CdiDevices[0].Name
+	// The container runs, holding the slot.
+	n.host.Pods.Set(map[string][]string{resource: {"0"}})
+
+	next := n.start(t, "new-pod", "tty-generic")
+	n.registerDRA(t, "new-pod")
+	next.waitReady(t)
+	old.stop(t)
+	for deadline := time.Now().Add(wait); len(next.log.records("took over the node from the bridge that held its lock: this bridge writes the node's ResourceSlices, its own --dra-pools split the pools")) == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the new bridge never took over")
+		}
+	}
+	// The slot is kept by the DRA front end (a container holds it): its
+	// device is left out of the slices. Wait for the slices to be written.
+	if got := waitSliceDevices(t, client, "adv-cdi/tty-generic", 1); got != 1 {
+		t.Errorf("after the take-over the pool's slices offer %d devices, want 1: the running container's device is offered to DRA too", got)
+	}
+	during(t, 3*time.Second, func() string {
+		if _, err := os.Stat(specFile); err != nil {
+			return "after the take-over, the CDI spec file naming " + cdiName +
+				", which the running device-plugin container's cached Allocate answer names, is gone: " + err.Error()
+		}
+		return ""
+	})
+}
