@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 
 	"github.com/cdiexec/cdi/bridge/cdispec"
 	"github.com/cdiexec/cdi/bridge/internal/testing/apitest"
+	"github.com/cdiexec/cdi/bridge/internal/testing/schedtest"
 )
 
 // TestAdversaryHandOverKeepsRunningPodsCDISpec reproduces a pool moved
@@ -74,4 +77,59 @@ func TestAdversaryHandOverKeepsRunningPodsCDISpec(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// preHandOverRelease is the bridge before the node lock and the rebuild
+// from the kubelet's pods: the release whose pods a rolling update to
+// this one replaces.
+const preHandOverRelease = "a376f52bcb9cadaf990236b4e1376db3550c8477"
+
+// TestAdversaryOldPodUnderNewRBAC reproduces an old pod of the rolling
+// update (the release before this one) restarted while the update runs
+// (a crash, the OOM killer, a liveness kill, its node rebooted): the
+// chart's DRA ClusterRole was replaced with this release's at the start
+// of the update, and it no longer grants list on ResourceClaims, which
+// the old release's rebuild of the prepared claims needs. The old
+// bridge retries its rebuild for ever and its DRA driver never registers:
+// no claim is prepared on that node (and the old pod never becomes ready)
+// until the update reaches it, which with maxSurge 1 may be hours on a
+// large cluster.
+func TestAdversaryOldPodUnderNewRBAC(t *testing.T) {
+	oldBin := buildBridgeAt(t, preHandOverRelease)
+	env := apitest.Start(t, apitest.Options{Users: []apitest.User{{Name: "bridge"}}})
+	client, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schedtest.BindDRARole(t, client, "bridge") // this release's rbac.yaml
+	n := newSurgeNode(t, env, client, "old-restarted")
+	n.kubeconfig = env.Kubeconfig(t, "bridge")
+	log := &logWatcher{addr: make(chan string, 1)}
+	cmd := exec.Command(oldBin, "--conf-dir", n.confDir, "--plugin-path", binDir, "--node-name", n.name,
+		"--device-plugin-dir", n.host.Dir, "--pod-resources-socket", n.host.PodResourcesSocket, "--domain", "cdi.test",
+		"--metrics-address", "", "--cdi-spec-dir", n.cdiDir, "--store", "local",
+		"--local-store", filepath.Join(t.TempDir(), "i.json"), "--kubeconfig", n.kubeconfig, "--dra-pools", "tty-generic",
+		"--dra-checkpoint", n.checkpoint, "--dra-plugin-dir", filepath.Join(n.draDir, "plugin"), "--dra-registrar-dir", n.regDir,
+		"--pod-uid", "old-pod")
+	cmd.Stderr = log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	sock := filepath.Join(n.regDir, "cdi.test-old-pod-reg.sock")
+	for deadline := time.Now().Add(wait); ; time.Sleep(100 * time.Millisecond) {
+		if _, err := os.Stat(sock); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			var said string
+			for _, l := range log.rawLines() {
+				if strings.Contains(string(l), "cannot rebuild") {
+					said = string(l)
+				}
+			}
+			t.Fatalf("the old release's bridge, restarted under this release's DRA ClusterRole, never registered its DRA driver "+
+				"in %v; it logs: %s", wait, said)
+		}
+	}
 }
