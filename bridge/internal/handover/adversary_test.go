@@ -2,10 +2,12 @@ package handover_test
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -102,5 +104,41 @@ func TestAdversaryStaleRecordOfAKilledHolder(t *testing.T) {
 	}
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the holder's record: %v", err)
+	}
+}
+
+// TestAdversaryLockDirRecreatedWhileHeld reproduces the lock's directory
+// removed and made again (an operator clearing /var/lib/cdi/bridge, a
+// host cleanup; the chart's hostPath is DirectoryOrCreate) while the old
+// pod holds the lock and the new one waits for it. The holder keeps its
+// flock on the unlinked file and never looks at the path again; the
+// waiter's next try opens the path anew, creates a fresh file and locks
+// it: both hold the node's lock, and both write the node's
+// ResourceSlices.
+func TestAdversaryLockDirRecreatedWhileHeld(t *testing.T) {
+	path := lockPath(t)
+	holder := open(t, path, handover.Record{PodUID: "old-pod"})
+	if held, err := holder.TryAcquire(); !held || err != nil {
+		t.Fatalf("TryAcquire = %v, %v", held, err)
+	}
+	waiter := open(t, path, handover.Record{PodUID: "new-pod"})
+	if held, err := waiter.TryAcquire(); held || err != nil {
+		t.Fatalf("the waiter's TryAcquire = %v, %v", held, err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel()
+	acquired := make(chan error, 1)
+	go func() { acquired <- waiter.Acquire(ctx) }()
+	time.Sleep(3 * handover.RetryDelay)
+	dir := filepath.Dir(path)
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-acquired; err == nil && isClosed(holder.Held()) {
+		rec, _ := waiter.Holder()
+		t.Fatalf("the waiter took the node lock while the holder still holds it (never released): two bridges write the node's slices; the record now says %+v", rec)
 	}
 }
