@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 
 	"tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/pkg/parser"
@@ -44,6 +45,16 @@ type Device struct {
 type Kind struct {
 	Vendor, Class string
 	Devices       []Device
+}
+
+// PoolKind is devices as the kind <vendor>/<class>, each named by its
+// inventory id, as the device plugins name a pool's devices.
+func PoolKind(vendor, class string, devices []spec.DeviceInfo) Kind {
+	k := Kind{Vendor: vendor, Class: class, Devices: make([]Device, 0, len(devices))}
+	for _, d := range devices {
+		k.Devices = append(k.Devices, Device{Name: d.ID, Nodes: d.DeviceNodes})
+	}
+	return k
 }
 
 // QualifiedName is the CDI name of k's device name.
@@ -119,6 +130,9 @@ func deviceNodes(nodes []spec.DeviceNode) []*specs.DeviceNode {
 // must not run concurrently with itself.
 type Dir struct {
 	path, vendor string
+
+	keepMu sync.Mutex
+	kept   map[string]bool // the files of the last Keep
 }
 
 // Open returns the spec directory path for vendor's kinds, creating the
@@ -179,6 +193,42 @@ func (d *Dir) Sync(kinds []Kind) (named map[string]map[string]bool, err error) {
 	return named, errors.Join(errs...)
 }
 
+// Keep makes the directory hold the files of kinds, written as Sync
+// writes them, beside Sync's, until a Keep without them: files the
+// runtime still needs for containers of another part of the process (a
+// pool the device plugins served, moved to DRA while containers hold
+// its slots). Sync removes none of them; one no longer kept goes at the
+// next Sync that does not name it. It may run beside Sync.
+func (d *Dir) Keep(kinds []Kind) error {
+	keep := map[string]bool{}
+	var errs []error
+	for _, k := range kinds {
+		if k.Vendor != d.vendor {
+			errs = append(errs, fmt.Errorf("CDI kind %s/%s: not of vendor %s", k.Vendor, k.Class, d.vendor))
+			continue
+		}
+		names, err := d.write(k)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if len(names) > 0 {
+			keep[FileName(k)] = true
+		}
+	}
+	d.keepMu.Lock()
+	d.kept = keep
+	d.keepMu.Unlock()
+	return errors.Join(errs...)
+}
+
+// isKept says whether file name is one of the last Keep's.
+func (d *Dir) isKept(name string) bool {
+	d.keepMu.Lock()
+	defer d.keepMu.Unlock()
+	return d.kept[name]
+}
+
 // write writes k's file unless it already holds k, and returns the device
 // names it holds. A kind with no device to name has no file: CDI refuses
 // a spec without devices.
@@ -220,7 +270,7 @@ func (d *Dir) sweep(keep map[string]bool) error {
 	errs := []error{d.removeDebris(entries)}
 	for _, e := range entries {
 		name := e.Name()
-		if keep[name] || !e.Type().IsRegular() || !d.owns(name) {
+		if keep[name] || d.isKept(name) || !e.Type().IsRegular() || !d.owns(name) {
 			continue
 		}
 		if err := os.Remove(filepath.Join(d.path, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {

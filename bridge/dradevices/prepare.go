@@ -76,7 +76,9 @@ type Preparer struct {
 	poolsSet chan struct{}
 	// heldElsewhere is, by pool, the devices the device plugins'
 	// allocations hold (Rebuild, Sweep): not offered in the slices.
+	// slotPools is the pools where device plugins' slots are kept.
 	heldElsewhere map[string]map[string]bool
+	slotPools     map[string]bool
 	// slots tracks each drop-in's allocations of the device plugins, and
 	// leftovers its allocations no record names, by its file; unnamed
 	// is, per recorded claim, since when the kubelet has not named it

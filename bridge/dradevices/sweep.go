@@ -51,6 +51,7 @@ func (p *Preparer) collect(ctx context.Context, pods *reclaim.Pods, inUse Claims
 	if elsewhere == nil {
 		elsewhere = map[string]map[string]bool{}
 	}
+	slotPools := map[string]bool{}
 	for _, d := range p.dropIns() {
 		l, err := d.plugin.Plugin.List(ctx)
 		if err != nil {
@@ -68,11 +69,27 @@ func (p *Preparer) collect(ctx context.Context, pods *reclaim.Pods, inUse Claims
 		for _, name := range d.pools {
 			elsewhere[name] = reclaim.Devices(kept)
 		}
+		for _, a := range slotsKept {
+			pool, _, _ := p.slotOf(a.RequestID)
+			slotPools[pool] = true
+		}
 	}
 	p.mu.Lock()
-	p.heldElsewhere = elsewhere
+	p.heldElsewhere, p.slotPools = elsewhere, slotPools
 	p.mu.Unlock()
 	return errors.Join(errs...)
+}
+
+// SlotPools is the DRA pools in which device plugins' slots are kept (a
+// container holds one, or did within the grace: the pool moved to DRA
+// under running pods), as of the last Rebuild or Sweep: the CDI spec
+// files naming their devices, which those containers' Allocate answers
+// name and the kubelet hands the runtime at every restart of theirs, are
+// still needed.
+func (p *Preparer) SlotPools() map[string]bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.slotPools)
 }
 
 // otherSlots is the device plugins' slots of allocs of pools not served

@@ -383,6 +383,7 @@ func (f *FrontEnd) publish(ctx context.Context) {
 				return
 			}
 		}
+		f.keepSlotSpecs(pools)
 		res := dradevices.Resources(f.driver, f.node, pools, f.preparer.Withheld())
 		counts := publishedCounts(f.node, pools, res)
 		f.mu.Lock()
@@ -391,6 +392,24 @@ func (f *FrontEnd) publish(ctx context.Context) {
 		if err := f.publisher.PublishResources(ctx, res); err != nil {
 			f.log.Error("publishing ResourceSlices", "error", err)
 		}
+	}
+}
+
+// keepSlotSpecs keeps the CDI spec files of the pools, of pools, in which
+// device plugins' slots are kept (dradevices.Preparer.SlotPools): a
+// pool moved to DRA under running pods, whose containers' Allocate
+// answers name its devices by CDI, and which the device plugins' node
+// no longer writes.
+func (f *FrontEnd) keepSlotSpecs(pools []discovery.Pool) {
+	held := f.preparer.SlotPools()
+	var kinds []cdispec.Kind
+	for _, p := range pools {
+		if held[p.Name] {
+			kinds = append(kinds, cdispec.PoolKind(f.driver, p.Name, p.Devices))
+		}
+	}
+	if err := f.cfg.CDI.Keep(kinds); err != nil {
+		f.log.Error("keeping the CDI spec files of pools moved to DRA whose containers hold slots of the device plugins", "error", err)
 	}
 }
 

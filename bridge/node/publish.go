@@ -125,11 +125,7 @@ func (n *Node) writeSpecs(pools []discovery.Pool) map[string]map[string]bool {
 // cdiKind is pool p as a CDI kind: <domain>/<pool>, its devices named by
 // their ids.
 func (n *Node) cdiKind(p discovery.Pool) cdispec.Kind {
-	k := cdispec.Kind{Vendor: n.cfg.Domain, Class: p.Name, Devices: make([]cdispec.Device, 0, len(p.Devices))}
-	for _, d := range p.Devices {
-		k.Devices = append(k.Devices, cdispec.Device{Name: d.ID, Nodes: d.DeviceNodes})
-	}
-	return k
+	return cdispec.PoolKind(n.cfg.Domain, p.Name, p.Devices)
 }
 
 // seen turns a pool's devices into the Instances this node sees.

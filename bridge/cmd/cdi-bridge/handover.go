@@ -35,6 +35,7 @@ func openNodeLock(ctx context.Context, o *options, log *slog.Logger, fail func(e
 	if err != nil && !held {
 		return nil, fmt.Errorf("--node-lock: %w", err)
 	}
+	go watchNodeLock(ctx, l, fail)
 	if held {
 		logHeld(log, l, err, 0)
 		return l, nil
@@ -42,6 +43,20 @@ func openNodeLock(ctx context.Context, o *options, log *slog.Logger, fail func(e
 	logWaiting(log, l)
 	go awaitNodeLock(ctx, l, log, fail, time.Now())
 	return l, nil
+}
+
+// nodeLockWatch is how often the holder checks that the file it holds
+// locked is still the node lock's.
+const nodeLockWatch = time.Second
+
+// watchNodeLock, once this bridge holds the node lock, tells fail if its
+// file is removed or replaced (handover.Lock.Watch): another bridge may
+// then hold the path's new file, and two would write the node's slices.
+// The bridge stops, and its restart waits for the lock anew.
+func watchNodeLock(ctx context.Context, l *handover.Lock, fail func(error)) {
+	if err := l.Watch(ctx, nodeLockWatch); err != nil {
+		fail(fmt.Errorf("--node-lock: %w", err))
+	}
 }
 
 // awaitNodeLock waits for the node lock, held by the other bridge of a

@@ -79,6 +79,7 @@ type Lock struct {
 	mu       sync.Mutex
 	holding  bool
 	released bool
+	lost     bool // Watch found the file locked no longer at the path
 }
 
 // RecordPath is the record beside the lock at path.
@@ -215,7 +216,13 @@ func (l *Lock) sameFile() error {
 }
 
 // writeRecord writes this process's record; called holding the lock.
+// The record there, a holder's that was killed, goes first: a write that
+// fails (a full disk) leaves none, never the dead holder's, which a
+// bridge waiting beside this one would split its pools by.
 func (l *Lock) writeRecord() error {
+	if err := os.Remove(RecordPath(l.path)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("node lock held, the last holder's record not removed: %w", err)
+	}
 	rec := l.rec
 	rec.PID, rec.Since = os.Getpid(), time.Now().UTC()
 	data, err := json.Marshal(rec)
@@ -226,6 +233,57 @@ func (l *Lock) writeRecord() error {
 	if err := atomicfile.Write(RecordPath(l.path), data, atomicfile.Options{Perm: 0o644, NoSyncDir: true,
 		Pattern: "." + filepath.Base(RecordPath(l.path)) + ".tmp*"}); err != nil {
 		return fmt.Errorf("node lock held, its record not written: %w", err)
+	}
+	return nil
+}
+
+// ErrLost is wrapped by Watch's error when the file this process holds
+// locked is no longer the one at the path: it was removed or replaced
+// (the directory cleared and made again), and another process may now
+// hold the path's new file.
+var ErrLost = errors.New("node lock lost")
+
+// Watch checks every period, once this process holds the lock, that the
+// file it holds locked is still the one at the path. It returns an error
+// wrapping ErrLost when it is not, and nil when ctx ends or the lock is
+// released. A holder that lost its lock must stop writing what the lock
+// guards: the bridge stops, and its restart waits for the lock anew.
+func (l *Lock) Watch(ctx context.Context, period time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-l.done:
+		return nil
+	case <-l.held:
+	}
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-l.done:
+			return nil
+		case <-tick.C:
+		}
+		if err := l.stillHeld(); err != nil {
+			return err
+		}
+	}
+}
+
+// stillHeld is nil while this process holds the lock at the path, or no
+// longer holds it at all (released); else the ErrLost of Watch, and the
+// record at the path is no longer this process's to remove.
+func (l *Lock) stillHeld() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.holding {
+		return nil
+	}
+	if err := l.sameFile(); err != nil {
+		l.lost = true
+		return fmt.Errorf("%w: %s: %w", ErrLost, l.path, err)
 	}
 	return nil
 }
@@ -251,6 +309,9 @@ func (l *Lock) Release() error {
 		return nil
 	}
 	l.holding = false
+	if l.lost {
+		return l.fl.Unlock() // the record at the path is another's
+	}
 	// Removed while held: never the next holder's.
 	rmErr := os.Remove(RecordPath(l.path))
 	if errors.Is(rmErr, os.ErrNotExist) {

@@ -43,7 +43,9 @@ func hold(path string) {
 		os.Exit(1)
 	}
 	fmt.Println("held")
-	select {}
+	for { // not select {}: the runtime would end a process with nothing left to run
+		time.Sleep(time.Hour)
+	}
 }
 
 // lockPath is a lock in a directory of the test's own.
@@ -155,20 +157,7 @@ func TestAcquire(t *testing.T) {
 // released it nor removed its record.
 func TestKilledHolderFreesLock(t *testing.T) {
 	path := lockPath(t)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envHold+"="+path, "GORACE=atexit_sleep_ms=0")
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	if line, err := bufio.NewReader(out).ReadString('\n'); line != "held\n" {
-		t.Fatalf("the holder said %q, %v", line, err)
-	}
+	cmd := startHolder(t, path)
 	l := open(t, path, handover.Record{PodUID: "new-pod"})
 	if held, err := l.TryAcquire(); held || err != nil {
 		t.Fatalf("TryAcquire while the child holds = %v, %v", held, err)
@@ -188,6 +177,27 @@ func TestKilledHolderFreesLock(t *testing.T) {
 	if rec, err := l.Holder(); err != nil || rec.PID != os.Getpid() || rec.PodUID != "new-pod" {
 		t.Errorf("the record once taken over: %+v, %v", rec, err)
 	}
+}
+
+// startHolder starts the test binary as a holder of the lock at path
+// (hold: DRA pools [gpu], pod old-pod), and returns once it holds it.
+func startHolder(t *testing.T, path string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envHold+"="+path, "GORACE=atexit_sleep_ms=0")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	if line, err := bufio.NewReader(out).ReadString('\n'); line != "held\n" {
+		t.Fatalf("the holder said %q, %v", line, err)
+	}
+	return cmd
 }
 
 // A lock that others could swap is refused, at Open or when it is taken,

@@ -17,22 +17,20 @@ import (
 	"github.com/cdiexec/cdi/bridge/internal/testing/schedtest"
 )
 
-// TestAdversaryHandOverKeepsRunningPodsCDISpec reproduces a pool moved
-// from device plugins to DRA across the hand-over (the old pod serves
-// tty-generic through its device plugins, the new one has
+// A pool moved from device plugins to DRA across the hand-over (the old
+// pod serves tty-generic through its device plugins, the new one has
 // --dra-pools=tty-generic) with a running device-plugin pod: the old
 // bridge granted a slot whose Allocate answer names the device by CDI
 // (cdi.test/tty-generic=...), and the kubelet's PodResources says the
 // container holds it. While the old bridge holds the node lock the CDI
 // spec file stays (TestHandOver checks that much), but at the take-over
 // the new bridge splits by its own pools and its device plugins' CDI
-// Sync removes the pool's spec file, although the DRA front end itself
-// keeps the slot (withheld from the slices) because a container holds
-// it. The kubelet hands the cached Allocate answer to the runtime at
-// every restart of that container, and the runtime fails it on the name
-// it can no longer resolve: the running pod loses its device at its next
-// container restart.
-func TestAdversaryHandOverKeepsRunningPodsCDISpec(t *testing.T) {
+// Sync no longer writes the pool's spec file; the DRA front end keeps it
+// while it keeps the slot (withheld from the slices) because a container
+// holds it. The kubelet hands the cached Allocate answer to the runtime
+// at every restart of that container: without the file the runtime
+// would fail it on the name it could no longer resolve.
+func TestHandOverKeepsRunningPodsCDISpec(t *testing.T) {
 	env := apitest.Start(t, apitest.Options{})
 	client, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {
@@ -84,17 +82,15 @@ func TestAdversaryHandOverKeepsRunningPodsCDISpec(t *testing.T) {
 // this one replaces.
 const preHandOverRelease = "a376f52bcb9cadaf990236b4e1376db3550c8477"
 
-// TestAdversaryOldPodUnderNewRBAC reproduces an old pod of the rolling
-// update (the release before this one) restarted while the update runs
-// (a crash, the OOM killer, a liveness kill, its node rebooted): the
-// chart's DRA ClusterRole was replaced with this release's at the start
-// of the update, and it no longer grants list on ResourceClaims, which
-// the old release's rebuild of the prepared claims needs. The old
-// bridge retries its rebuild for ever and its DRA driver never registers:
-// no claim is prepared on that node (and the old pod never becomes ready)
-// until the update reaches it, which with maxSurge 1 may be hours on a
-// large cluster.
-func TestAdversaryOldPodUnderNewRBAC(t *testing.T) {
+// An old pod of the rolling update (the release before this one)
+// restarted while the update runs (a crash, the OOM killer, a liveness
+// kill, its node rebooted) registers its DRA driver under this release's
+// DRA ClusterRole, which the chart put in place at the start of the
+// update: it keeps list on ResourceClaims, which the old release's
+// rebuild of the prepared claims needs. Without it, the old bridge would
+// retry its rebuild for ever, and no claim would be prepared on that
+// node until the update reached it, which with maxSurge 1 may be hours.
+func TestPreviousReleaseRestartedUnderThisRBAC(t *testing.T) {
 	oldBin := buildBridgeAt(t, preHandOverRelease)
 	env := apitest.Start(t, apitest.Options{Users: []apitest.User{{Name: "bridge"}}})
 	client, err := kubernetes.NewForConfig(env.Config)
