@@ -158,3 +158,33 @@ func TestSyncRemovesDebris(t *testing.T) {
 		t.Errorf("a staging directory untouched for %v after Sync: %v, want it gone", debrisAge, err)
 	}
 }
+
+// A kind Keep holds is written, and Sync, which does not name it, leaves
+// it; once no Keep holds it, the next Sync removes it.
+func TestKeepOutlivesSync(t *testing.T) {
+	dir := t.TempDir()
+	d, err := Open(dir, "cdi.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := Kind{Vendor: "cdi.test", Class: "tty", Devices: []Device{{Name: "tty1", Nodes: []spec.DeviceNode{nullNode}}}}
+	served := Kind{Vendor: "cdi.test", Class: "gpu", Devices: []Device{{Name: "card0", Nodes: []spec.DeviceNode{nullNode}}}}
+	if err := d.Keep([]Kind{moved}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Sync([]Kind{served}); err != nil {
+		t.Fatal(err)
+	}
+	if names := list(t, dir); !slices.Equal(names, sorted([]string{FileName(served), FileName(moved)})) {
+		t.Fatalf("with tty kept, after Sync: %v", names)
+	}
+	if err := d.Keep(nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Sync([]Kind{served}); err != nil {
+		t.Fatal(err)
+	}
+	if names := list(t, dir); !slices.Equal(names, []string{FileName(served)}) {
+		t.Errorf("with nothing kept, after Sync: %v", names)
+	}
+}
