@@ -171,8 +171,30 @@ func FileName(k Kind) string {
 // kind is tried; the error joins those that failed. Named returns, per
 // kind (Kind.Class), the devices that a file on disk now names.
 func (d *Dir) Sync(kinds []Kind) (named map[string]map[string]bool, err error) {
-	named = map[string]map[string]bool{}
-	keep := map[string]bool{}
+	named, files, err := d.writeAll(kinds)
+	return named, errors.Join(err, d.sweep(files))
+}
+
+// Keep makes the directory hold the files of kinds, written as Sync
+// writes them, beside Sync's, until a Keep without them: files the
+// runtime still needs for containers of another part of the process (a
+// pool the device plugins served, moved to DRA while containers hold
+// its slots). Sync removes none of them; one no longer kept goes at the
+// next Sync that does not name it. It may run beside Sync.
+func (d *Dir) Keep(kinds []Kind) error {
+	_, files, err := d.writeAll(kinds)
+	d.keepMu.Lock()
+	d.kept = files
+	d.keepMu.Unlock()
+	return err
+}
+
+// writeAll writes each kind's file (write) and returns, per kind
+// (Kind.Class), the devices a file on disk now names, and the names of
+// the files written or already right. Every kind is tried; the error
+// joins those that failed.
+func (d *Dir) writeAll(kinds []Kind) (named map[string]map[string]bool, files map[string]bool, err error) {
+	named, files = map[string]map[string]bool{}, map[string]bool{}
 	var errs []error
 	for _, k := range kinds {
 		if k.Vendor != d.vendor {
@@ -186,40 +208,10 @@ func (d *Dir) Sync(kinds []Kind) (named map[string]map[string]bool, err error) {
 		}
 		named[k.Class] = names
 		if len(names) > 0 {
-			keep[FileName(k)] = true
+			files[FileName(k)] = true
 		}
 	}
-	errs = append(errs, d.sweep(keep))
-	return named, errors.Join(errs...)
-}
-
-// Keep makes the directory hold the files of kinds, written as Sync
-// writes them, beside Sync's, until a Keep without them: files the
-// runtime still needs for containers of another part of the process (a
-// pool the device plugins served, moved to DRA while containers hold
-// its slots). Sync removes none of them; one no longer kept goes at the
-// next Sync that does not name it. It may run beside Sync.
-func (d *Dir) Keep(kinds []Kind) error {
-	keep := map[string]bool{}
-	var errs []error
-	for _, k := range kinds {
-		if k.Vendor != d.vendor {
-			errs = append(errs, fmt.Errorf("CDI kind %s/%s: not of vendor %s", k.Vendor, k.Class, d.vendor))
-			continue
-		}
-		names, err := d.write(k)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if len(names) > 0 {
-			keep[FileName(k)] = true
-		}
-	}
-	d.keepMu.Lock()
-	d.kept = keep
-	d.keepMu.Unlock()
-	return errors.Join(errs...)
+	return named, files, errors.Join(errs...)
 }
 
 // isKept says whether file name is one of the last Keep's.
