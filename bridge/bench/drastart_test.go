@@ -32,7 +32,7 @@ const (
 	msgDiscovering = "discovering devices"
 	msgHandOff     = "the first discovery's DRA pools"
 	msgObserved    = "the first discovery's DRA pools recorded in the Instance store"
-	msgRebuilt     = "prepared claims rebuilt from the API server and the plugins"
+	msgRebuilt     = "prepared claims rebuilt from the kubelet, the API server and the plugins"
 	msgHanded      = "the first discovery's DRA pools handed to the slice controller"
 	msgController  = "the slice controller started"
 )
