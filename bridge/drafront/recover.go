@@ -106,20 +106,21 @@ func (f *FrontEnd) inUse(pods *reclaim.Pods) dradevices.ClaimsInUse {
 }
 
 // sweep runs dradevices.Preparer.Sweep with what the kubelet's containers
-// hold, and says whether what the device plugins' allocations hold
-// changed, for a publish.
+// hold (and the API server, for a claim the kubelet does not name), and
+// says whether what the allocations no record names hold changed, for a
+// publish.
 func (f *FrontEnd) sweep(ctx context.Context) bool {
 	if f.cfg.Kubelet == nil {
 		return false
 	}
 	pods, err := reclaim.ListPods(ctx, f.cfg.Kubelet, f.driver)
 	if err != nil {
-		f.log.Warn("asking the kubelet what its containers hold; the device plugins' allocations of DRA pools stay", "error", err)
+		f.log.Warn("asking the kubelet what its containers hold; what the DRA pools' plugins hold stays", "error", err)
 		return false
 	}
 	before := f.preparer.Withheld()
 	if err := f.preparer.Sweep(ctx, pods, f.inUse(pods)); err != nil {
-		f.log.Error("releasing the device plugins' allocations of DRA pools", "error", err)
+		f.log.Error("releasing what no pod of the kubelet's uses in the DRA pools", "error", err)
 	}
 	return !maps.EqualFunc(before, f.preparer.Withheld(), maps.Equal)
 }
