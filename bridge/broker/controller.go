@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/cdiexec/cdi/bridge/elected"
@@ -52,6 +53,9 @@ type Config struct {
 	Client kubernetes.Interface
 	// Dynamic reads the Brokers and writes their status.
 	Dynamic dynamic.Interface
+	// Metadata reads the names of every object of the kinds it makes in
+	// the namespaces served, its own or not (names).
+	Metadata metadata.Interface
 	// Namespaces are those whose Brokers are acted on, where the bridge
 	// may write workloads; a Broker elsewhere is told so in its status.
 	Namespaces []string
@@ -82,8 +86,8 @@ type Controller struct {
 
 // New checks cfg.
 func New(cfg Config) (*Controller, error) {
-	if cfg.Client == nil || cfg.Dynamic == nil || cfg.Domain == "" || len(cfg.Namespaces) == 0 {
-		return nil, fmt.Errorf("%w: Client, Dynamic, Domain and Namespaces are required", ErrConfig)
+	if cfg.Client == nil || cfg.Dynamic == nil || cfg.Metadata == nil || cfg.Domain == "" || len(cfg.Namespaces) == 0 {
+		return nil, fmt.Errorf("%w: Client, Dynamic, Metadata, Domain and Namespaces are required", ErrConfig)
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -138,21 +142,29 @@ func (r *run) next(ctx context.Context) bool {
 		return false
 	}
 	defer r.queue.Done(key)
+	r.releaseOrphans(ctx, key)
 	br, err := r.broker(key)
-	if br == nil || err != nil {
-		if err != nil {
-			r.log.Error("reading a Broker", "broker", key, "error", err)
-		}
-		r.queue.Forget(key)
+	if err != nil {
+		err = r.unreadable(ctx, key, err)
+	}
+	if br == nil {
+		r.after(ctx, key, 0, err)
 		return true
 	}
 	again, err := r.reconcile(ctx, br)
+	r.after(ctx, key, again, err)
+	return true
+}
+
+// after queues key again: after again, or with the queue's backoff for
+// an error.
+func (r *run) after(ctx context.Context, key string, again time.Duration, err error) {
 	if r.afterLook != nil {
 		r.afterLook(key, err)
 	}
 	switch {
 	case err != nil && ctx.Err() == nil:
-		r.log.Warn("acting on a Broker; will retry", "broker", key, "error", err)
+		r.log.Warn("acting on a Broker; will retry", "broker", key, "error", err, "retries", r.queue.NumRequeues(key))
 		r.queue.AddRateLimited(key)
 	case err == nil:
 		r.queue.Forget(key)
@@ -160,7 +172,6 @@ func (r *run) next(ctx context.Context) bool {
 			r.queue.AddAfter(key, again)
 		}
 	}
-	return true
 }
 
 // resync queues every Broker every resyncEvery, until ctx ends.
