@@ -2,6 +2,8 @@ package deploy
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
 	"reflect"
 	"strings"
 	"testing"
@@ -16,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -29,7 +32,8 @@ const brokerPod = `{spec: {restartPolicy: Never, containers: [{name: c, image: i
 // TestBrokerSchema posts Brokers to a real API server with the CRD:
 // a malformed Job, Deployment or Service is refused on write, with a
 // message naming the field; a well-formed one, as the controller's Go
-// types write it, is taken.
+// types write it, is taken; and the status and kubectl's columns are
+// the ones the controller writes and reads.
 func TestBrokerSchema(t *testing.T) {
 	env := apitest.Start(t, apitest.Options{})
 	if err := apitest.InstallCRD(t.Context(), env.Config, "crd/brokers.yaml"); err != nil {
@@ -154,12 +158,57 @@ func TestBrokerSchema(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("the status and kubectl's columns", func(t *testing.T) {
+		b, err := brokers.Get(t.Context(), "jobs", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		status := map[string]any{"observedGeneration": int64(1), "devices": int64(3), "workloads": int64(3),
+			"pending": int64(1), "active": int64(1), "completed": int64(1), "failed": int64(0),
+			"conditions": []any{
+				condition("Accepted", "True", "Accepted"),
+				condition("Created", "True", "Created"),
+				condition("Ready", "False", "Pending"),
+			}}
+		b.Object["status"] = status
+		got, err := brokers.UpdateStatus(t.Context(), b, metav1.UpdateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := normalize(t, status); !reflect.DeepEqual(got.Object["status"], want) {
+			t.Errorf("status read back\n%v\nwant\n%v", got.Object["status"], want)
+		}
+		table := brokersTable(t, env.Config, "/apis/cdi.local/v1alpha1/namespaces/"+ns+"/brokers/jobs")
+		var names []string
+		for _, c := range table.ColumnDefinitions {
+			names = append(names, c.Name)
+		}
+		want := []string{"Name", "Pool", "Strategy", "Devices", "Workloads", "Active", "Completed", "Failed", "Ready", "Reason", "Age"}
+		if !reflect.DeepEqual(names, want) {
+			t.Fatalf("columns %v, want %v", names, want)
+		}
+		if len(table.Rows) != 1 {
+			t.Fatalf("%d rows, want 1", len(table.Rows))
+		}
+		cells := table.Rows[0].Cells
+		wantCells := []any{"jobs", "camera-endpoint", "PerDevice", 3.0, 3.0, 1.0, 1.0, 0.0, "False", "Pending"}
+		if len(cells) != len(want) || !reflect.DeepEqual(cells[:len(wantCells)], wantCells) {
+			t.Errorf("cells %#v, want %#v and an age", cells, wantCells)
+		}
+	})
 }
 
 // brokerObject is a Broker named name of spec.
 func brokerObject(name string, spec map[string]any) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "cdi.local/v1alpha1", "kind": "Broker",
 		"metadata": map[string]any{"name": name}, "spec": spec}}
+}
+
+// condition is a status condition as metav1.Condition writes it.
+func condition(typ, status, reason string) map[string]any {
+	return map[string]any{"type": typ, "status": status, "reason": reason, "message": "",
+		"lastTransitionTime": "2026-01-02T03:04:05Z", "observedGeneration": int64(1)}
 }
 
 // normalize is v as read back from JSON: its numbers int64 or float64.
@@ -174,4 +223,32 @@ func normalize(t *testing.T, v map[string]any) map[string]any {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// brokersTable GETs path as the meta.k8s.io Table kubectl get shows.
+func brokersTable(t *testing.T, cfg *rest.Config, path string) metav1.Table {
+	t.Helper()
+	client, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, cfg.Host+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s %s %v", path, resp.Status, data, err)
+	}
+	var table metav1.Table
+	if err := json.Unmarshal(data, &table); err != nil {
+		t.Fatal(err)
+	}
+	return table
 }
