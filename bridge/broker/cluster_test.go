@@ -187,12 +187,12 @@ const vanishGrace = 15
 func testVanish(t *testing.T, h *harness) {
 	before := h.jobs(t, "inventory")["dock"]
 	h.store.set("dock")
-	br := h.waitBroker(t, "", "inventory", "dock gone since, on its Job", func(*Broker) bool {
+	br := h.waitBroker(t, "", "inventory", "dock gone since, on its Job", func(br *Broker) bool {
 		_, ok := h.jobs(t, "inventory")["dock"].Annotations[AnnotationGoneSince]
-		return ok
+		return ok && br.Status.Devices == 1
 	})
-	if br.Status.Devices != 1 {
-		t.Errorf("within the grace: devices %d, want 1", br.Status.Devices)
+	if br.Status.Workloads != 2 || br.Status.Completed != 2 {
+		t.Errorf("within the grace: %+v, want dock's Job still counted", br.Status)
 	}
 	h.waitBroker(t, "", "inventory", "dock's workload gone after the grace", func(br *Broker) bool {
 		_, ok := h.jobs(t, "inventory")["dock"]
@@ -206,7 +206,9 @@ func testVanish(t *testing.T, h *harness) {
 	h.succeed(t, h.waitPods(t, LabelDevice+"="+before.Labels[LabelDevice], 1, "scheduled", func(p *corev1.Pod) bool {
 		return scheduled(p) && p.Status.Phase != corev1.PodSucceeded
 	}))
-	h.waitBroker(t, "", "inventory", "both Completed", h.allStates(t, "inventory", Completed, "lobby", "dock"))
+	h.waitBroker(t, "", "inventory", "both Completed, said so", func(br *Broker) bool {
+		return br.Status.Completed == 2 && h.allStates(t, "inventory", Completed, "lobby", "dock")(br)
+	})
 }
 
 // testRestart starts a new controller, as a new leader would, and checks

@@ -59,6 +59,9 @@ type action struct {
 	// workload: a create of the unit's workload, whose failure leaves
 	// the unit Pending.
 	workload bool
+	// follows: the write completes the delete before it, of the same
+	// gone, and is made only if that was (a Job's finalizer let go).
+	follows bool
 }
 
 // poolGone is action.gone of the pool's workload's deletion.
@@ -199,10 +202,12 @@ func (p planner) ensureJob(pl *plan, br *Broker, u unit, j *batchv1.Job) State {
 		p.create(pl, want)
 		return Pending
 	case j.DeletionTimestamp != nil && !finished(j):
-		p.release(pl, j, "")
+		p.release(pl, j)
 		return Pending
 	case j.Annotations[AnnotationHash] == "":
 		p.adopt(pl, j, want)
+	case j.DeletionTimestamp == nil && !slices.Contains(j.Finalizers, FinalizerResult):
+		pl.actions = append(pl.actions, finalizersPatch(j, append(slices.Clone(j.Finalizers), FinalizerResult)))
 	}
 	p.keepDevice(pl, j)
 	return jobState(j)
@@ -377,20 +382,23 @@ func (p planner) keepDevice(pl *plan, w metav1.Object) {
 	}
 }
 
-// deleteJob plans j's deletion, its FinalizerResult let go first; both
-// stand on gone (action.gone).
+// deleteJob plans j's deletion, standing on gone (action.gone), then the
+// letting go of its FinalizerResult, which completes it: deleted while it
+// still holds the finalizer, a Job whose device came back at the last
+// look is kept.
 func (p planner) deleteJob(pl *plan, j *batchv1.Job, gone string) {
-	p.release(pl, j, gone)
 	pl.actions = append(pl.actions, action{op: remove, obj: j, gone: gone})
-}
-
-// release plans the removal of FinalizerResult from j, if it has it,
-// standing on gone (action.gone).
-func (p planner) release(pl *plan, j *batchv1.Job, gone string) {
 	if i := slices.Index(j.Finalizers, FinalizerResult); i >= 0 {
 		a := finalizersPatch(j, slices.Delete(slices.Clone(j.Finalizers), i, i+1))
-		a.gone = gone
+		a.gone, a.follows = gone, true
 		pl.actions = append(pl.actions, a)
+	}
+}
+
+// release plans the removal of FinalizerResult from j, if it has it.
+func (p planner) release(pl *plan, j *batchv1.Job) {
+	if i := slices.Index(j.Finalizers, FinalizerResult); i >= 0 {
+		pl.actions = append(pl.actions, finalizersPatch(j, slices.Delete(slices.Clone(j.Finalizers), i, i+1)))
 	}
 }
 

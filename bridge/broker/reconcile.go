@@ -95,9 +95,10 @@ type applied struct {
 	counts    map[op]int
 }
 
-// apply makes pl's writes, in order. A write that stands on a device's
-// absence (a delete, and the letting go of a Job's finalizer before it)
-// first looks for the device once more: a leader that decided on a view
+// apply makes pl's writes, in order. A delete that stands on a device's
+// absence first looks for the device once more (and the letting go of a
+// Job's finalizer after it is made only if the delete was): a leader
+// that decided on a view
 // since changed (the device back, the lease lost to a leader that saw it
 // back) deletes nothing. A create that fails leaves its unit Pending;
 // every failure is a problem for the status.
@@ -111,7 +112,7 @@ func (r *run) apply(ctx context.Context, br *Broker, pl plan) applied {
 		if r.beforeWrite != nil {
 			r.beforeWrite(a)
 		}
-		if a.gone != "" && (back[a.gone] || r.stillThere(ctx, br, a.gone)) {
+		if a.gone != "" && (back[a.gone] || !a.follows && r.stillThere(ctx, br, a.gone)) {
 			back[a.gone] = true
 			res.retrySoon = true
 			r.log.Info("not deleting: the device is back", "broker", brokerKey(br), "device", a.gone, "write", a.String())

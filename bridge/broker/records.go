@@ -38,7 +38,7 @@ func (r *run) releaseOrphans(ctx context.Context, key string) {
 			continue
 		}
 		var pl plan
-		planner{}.release(&pl, j, "")
+		planner{}.release(&pl, j)
 		for _, a := range pl.actions {
 			if err := r.write(ctx, a); err != nil {
 				r.log.Warn("letting go of the finalizer of a Job whose Broker is gone", "job", ns+"/"+j.Name, "error", err)
