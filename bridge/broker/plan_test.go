@@ -168,8 +168,8 @@ func TestPlanJobs(t *testing.T) {
 			want:   []string{"delete Job " + lobbyJob, release, "create Job " + lobbyJob},
 			states: map[string]State{lobby.Key: Pending}},
 		{name: "an earlier release's Job of the generation is adopted", br: jobBroker(1), devices: []Device{lobby},
-			have: completed(earlier(jobOf(jobBroker(1)), 1)),
-			want: []string{"patch Job " + lobbyJob + " finalizers [" + FinalizerResult + "]", "patch Job " + lobbyJob + " +hash"},
+			have:   completed(earlier(jobOf(jobBroker(1)), 1)),
+			want:   []string{"patch Job " + lobbyJob + " finalizers [" + FinalizerResult + "]", "patch Job " + lobbyJob + " +hash"},
 			states: map[string]State{lobby.Key: Completed}},
 		{name: "an earlier release's Job of an older generation is made anew", br: jobBroker(2), devices: []Device{lobby},
 			have: completed(earlier(jobOf(jobBroker(1)), 1)),
@@ -248,8 +248,10 @@ func TestPlanDeployments(t *testing.T) {
 	for name, edit := range map[string]func(*appsv1.Deployment){
 		"replicas": func(d *appsv1.Deployment) { d.Spec.Replicas = ptr.To[int32](9) },
 		"image":    func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Image = "other" },
-		"limits":   func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[1].Resources = corev1.ResourceRequirements{} },
-		"label":    func(d *appsv1.Deployment) { delete(d.Labels, LabelBroker) },
+		"limits": func(d *appsv1.Deployment) {
+			d.Spec.Template.Spec.Containers[1].Resources = corev1.ResourceRequirements{}
+		},
+		"label": func(d *appsv1.Deployment) { delete(d.Labels, LabelBroker) },
 	} {
 		edited := newOwned()
 		e := have.deployments[d.Name].DeepCopy()
