@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
@@ -99,12 +98,4 @@ func (n *names) freed(ns string) {
 	for _, key := range keys {
 		n.queue(key)
 	}
-}
-
-// ownerUID is the UID of obj's controller, "" for none.
-func ownerUID(obj metav1.Object) string {
-	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil {
-		return string(ref.UID)
-	}
-	return ""
 }

@@ -14,6 +14,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 // DefaultDeletionGrace is how long a vanished device keeps its workloads
@@ -229,7 +230,7 @@ func sameJob(j, want *batchv1.Job, br *Broker) bool {
 // returns the Deployment's state.
 func (p planner) ensureDeployment(pl *plan, br *Broker, u unit, d *appsv1.Deployment) State {
 	want := p.deployment(br, u)
-	if u.device != nil && *want.Spec.Replicas == 0 && ptr0(br.Spec.Deployment.Replicas) != 0 {
+	if u.device != nil && *want.Spec.Replicas == 0 && ptr.Deref(br.Spec.Deployment.Replicas, 1) != 0 {
 		pl.problems = append(pl.problems, problem{ReasonTooManyContainers, fmt.Sprintf(
 			"Deployment %s: a pod's %d containers each take a slot of device %s, which has %d", u.name,
 			len(br.Spec.Deployment.Template.Spec.Containers), u.device.ID, u.device.Capacity)})
@@ -247,14 +248,6 @@ func (p planner) ensureDeployment(pl *plan, br *Broker, u unit, d *appsv1.Deploy
 	}
 	p.keepDevice(pl, d)
 	return deploymentState(d)
-}
-
-// ptr0 is *v, 1 for nil: a Deployment's replicas.
-func ptr0(v *int32) int32 {
-	if v == nil {
-		return 1
-	}
-	return *v
 }
 
 // ensureService plans a Service: made, or updated to what the Broker

@@ -7,6 +7,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -102,4 +103,12 @@ func (r *run) event(u *unstructured.Unstructured, typ, reason, action, note stri
 	if r.events != nil {
 		r.events.Eventf(u, nil, typ, reason, action, "%s", note)
 	}
+}
+
+// ownerUID is the UID of obj's controller, "" for none.
+func ownerUID(obj metav1.Object) string {
+	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil {
+		return string(ref.UID)
+	}
+	return ""
 }
