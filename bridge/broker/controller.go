@@ -156,21 +156,23 @@ func (r *run) next(ctx context.Context) bool {
 	return true
 }
 
-// after queues key again: after again, or with the queue's backoff for
-// an error.
+// after queues key again: with the queue's backoff for an error, and
+// after again in any case (the queue keeps the sooner of the two).
 func (r *run) after(ctx context.Context, key string, again time.Duration, err error) {
 	if r.afterLook != nil {
 		r.afterLook(key, err)
 	}
-	switch {
-	case err != nil && ctx.Err() == nil:
+	if ctx.Err() != nil {
+		return
+	}
+	if err != nil {
 		r.log.Warn("acting on a Broker; will retry", "broker", key, "error", err, "retries", r.queue.NumRequeues(key))
 		r.queue.AddRateLimited(key)
-	case err == nil:
+	} else {
 		r.queue.Forget(key)
-		if again > 0 {
-			r.queue.AddAfter(key, again)
-		}
+	}
+	if again > 0 {
+		r.queue.AddAfter(key, again)
 	}
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"sync"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
@@ -54,21 +56,29 @@ func startNames(ctx context.Context, client metadata.Interface, namespaces, kind
 	return n, synced
 }
 
-// taken says whether an object of kind named name is in ns.
-func (n *names) taken(kind, ns, name string) bool {
-	if n == nil {
-		return false
+// holder says whether an object of kind named name is in ns, and the
+// UID of its controller.
+func (n *names) holder(kind, ns, name string) (types.UID, bool) {
+	if n == nil || n.informers[ns][kind] == nil {
+		return "", false
 	}
-	inf := n.informers[ns][kind]
-	if inf == nil {
-		return false
+	obj, ok, err := n.informers[ns][kind].GetStore().GetByKey(ns + "/" + name)
+	if !ok || err != nil {
+		return "", false
 	}
-	_, ok, err := inf.GetStore().GetByKey(ns + "/" + name)
-	return ok && err == nil
+	m, isMeta := obj.(metav1.Object)
+	if !isMeta {
+		return "", true
+	}
+	if ref := metav1.GetControllerOfNoCopy(m); ref != nil {
+		return ref.UID, true
+	}
+	return "", true
 }
 
-// watch records whether the Broker of key found a name taken, to be
-// looked at again when an object of its namespace goes.
+// watch records whether the Broker of key waits for a name, another's
+// or its own, to be looked at again when an object of its namespace
+// goes.
 func (n *names) watch(key string, taken bool) {
 	if n == nil {
 		return

@@ -14,6 +14,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 )
 
@@ -82,6 +83,9 @@ type plan struct {
 	states   map[string]State
 	problems []problem
 	again    time.Duration
+	// nameFreed: a create waits for an object of the Broker's own to go
+	// (a Job made anew is deleted first; its finalizer holds it a while).
+	nameFreed bool
 }
 
 // problem is why a workload the Broker wants is not as it wants.
@@ -94,9 +98,9 @@ type problem struct {
 type planner struct {
 	builder
 	now time.Time
-	// taken says whether an object of kind and name exists in ns that
-	// the Broker does not own (nil: none is known).
-	taken func(kind, ns, name string) bool
+	// holder says whether an object of kind and name exists in ns, and
+	// the UID of its controller (nil: none is known).
+	holder func(kind, ns, name string) (controller types.UID, exists bool)
 }
 
 // plan is what br wants done, given devices, the pool's devices now, and
@@ -314,14 +318,20 @@ func (p planner) ensurePoolService(pl *plan, br *Broker, have owned) {
 }
 
 // create plans want's create, unless an object of its kind and name is
-// there that the Broker does not own: that is reported, and not asked
-// for again while it is there.
+// there: one the Broker does not own is reported, and not asked for
+// again while it is there; one of its own is on its way out (deleted to
+// be made anew), and want is made once it is gone.
 func (p planner) create(pl *plan, want metav1.Object) {
 	kind := kindOf(want)
-	if p.taken != nil && p.taken(kind, want.GetNamespace(), want.GetName()) {
-		pl.problems = append(pl.problems, problem{ReasonNameTaken,
-			fmt.Sprintf("%s %s: a %s of that name exists that the Broker does not own", ReasonNameTaken, want.GetName(), kind)})
-		return
+	if p.holder != nil {
+		if controller, ok := p.holder(kind, want.GetNamespace(), want.GetName()); ok {
+			if controller != metav1.GetControllerOfNoCopy(want).UID {
+				pl.problems = append(pl.problems, problem{ReasonNameTaken,
+					fmt.Sprintf("%s %s: a %s of that name exists that the Broker does not own", ReasonNameTaken, want.GetName(), kind)})
+			}
+			pl.nameFreed = true
+			return
+		}
 	}
 	_, workload := want.(*batchv1.Job)
 	if _, ok := want.(*appsv1.Deployment); ok {

@@ -145,7 +145,7 @@ func TestPlanJobs(t *testing.T) {
 		br      *Broker
 		devices []Device
 		have    *batchv1.Job
-		taken   bool
+		nameOf  string // the controller of an object of the Job's name: "", "another", "its own"
 		want    []string
 		states  map[string]State
 		again   time.Duration
@@ -189,8 +189,10 @@ func TestPlanJobs(t *testing.T) {
 			devices: []Device{lobby, dock}, have: jobOf(jobBroker(1)),
 			want:   []string{"create Job " + dockJob, "delete Job " + lobbyJob, release},
 			states: map[string]State{dock.Key: Pending}},
-		{name: "a name another object has is not asked for", br: jobBroker(1), devices: []Device{lobby}, taken: true,
+		{name: "a name another object has is not asked for", br: jobBroker(1), devices: []Device{lobby}, nameOf: "another",
 			states: map[string]State{lobby.Key: Pending}},
+		{name: "a name its own deleted Job still has is waited for, not reported", br: jobBroker(1), devices: []Device{lobby},
+			nameOf: "its own", states: map[string]State{lobby.Key: Pending}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -199,7 +201,15 @@ func TestPlanJobs(t *testing.T) {
 				have.jobs[lobbyJob] = tc.have
 			}
 			p := p
-			p.taken = func(string, string, string) bool { return tc.taken }
+			p.holder = func(string, string, string) (types.UID, bool) {
+				switch tc.nameOf {
+				case "another":
+					return "another-uid", true
+				case "its own":
+					return tc.br.UID, true
+				}
+				return "", false
+			}
 			pl := p.plan(tc.br, tc.devices, have)
 			if got := actionsOf(pl); !slices.Equal(got, tc.want) {
 				t.Errorf("actions %q, want %q", got, tc.want)
@@ -210,8 +220,11 @@ func TestPlanJobs(t *testing.T) {
 			if pl.again != tc.again {
 				t.Errorf("look again in %v, want %v", pl.again, tc.again)
 			}
-			if tc.taken != (len(pl.problems) == 1 && pl.problems[0].reason == ReasonNameTaken) {
-				t.Errorf("problems %v with the name taken %v", pl.problems, tc.taken)
+			if taken := tc.nameOf == "another"; taken != (len(pl.problems) == 1 && pl.problems[0].reason == ReasonNameTaken) {
+				t.Errorf("problems %v with the name taken by %q", pl.problems, tc.nameOf)
+			}
+			if pl.nameFreed != (tc.nameOf != "") {
+				t.Errorf("waits for the name %v with it held by %q", pl.nameFreed, tc.nameOf)
 			}
 		})
 	}

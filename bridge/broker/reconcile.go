@@ -26,9 +26,8 @@ var errWrites = errors.New("writes failed")
 
 // reconcile brings br's workloads to what it wants and writes its
 // status if that changed; it returns when to look again, zero for no
-// reason to. Its error, after the status is written, says the Broker is
-// to be looked at again soon: a write failed (errWrites), or the devices
-// could not be read.
+// reason to. Its error says the Broker is to be looked at again soon as
+// well: a write failed (errWrites), or the devices could not be read.
 func (r *run) reconcile(ctx context.Context, br *Broker) (time.Duration, error) {
 	if !r.served[br.Namespace] {
 		msg := fmt.Sprintf("the bridge acts on Brokers in namespaces %s only (its --broker-namespaces, the chart's brokers.namespaces)",
@@ -43,27 +42,29 @@ func (r *run) reconcile(ctx context.Context, br *Broker) (time.Duration, error) 
 		return 0, err
 	}
 	devices := byPool[br.Spec.Pool]
-	p := planner{builder: builder{domain: r.cfg.Domain, dra: r.dra}, now: time.Now(), taken: r.names.taken}
+	p := planner{builder: builder{domain: r.cfg.Domain, dra: r.dra}, now: time.Now(), holder: r.names.holder}
 	pl := p.plan(br, devices, r.owned(br))
 	res := r.apply(ctx, br, pl)
 	if ctx.Err() != nil {
 		return 0, nil
 	}
-	r.names.watch(brokerKey(br), len(takenProblems(pl.problems)) > 0)
+	r.names.watch(brokerKey(br), pl.nameFreed)
 	lk := look{selected: len(selectedOf(br, devices)), poolServed: len(devices) > 0 || r.poolServed(br.Spec.Pool)}
 	if r.dra[br.Spec.Pool] && !r.classExists(p.deviceClass(br)) {
 		lk.noClass = p.deviceClass(br)
 	}
-	if err := r.writeStatus(ctx, br, r.status(br, lk, pl, res)); err != nil {
-		return 0, err
-	}
-	r.tell(br, pl, res)
-	if len(res.problems) > 0 {
-		return 0, fmt.Errorf("%w: %d, the first: %s", errWrites, len(res.problems), res.problems[0].msg)
-	}
 	again := pl.again
 	if res.retrySoon {
 		again = minPositive(again, retryFirst)
+	}
+	// The time to look again stands with an error too: a grace ends
+	// when it says, however far the backoff of failed writes has grown.
+	if err := r.writeStatus(ctx, br, r.status(br, lk, pl, res)); err != nil {
+		return again, err
+	}
+	r.tell(br, pl, res)
+	if len(res.problems) > 0 {
+		return again, fmt.Errorf("%w: %d, the first: %s", errWrites, len(res.problems), res.problems[0].msg)
 	}
 	return again, nil
 }
