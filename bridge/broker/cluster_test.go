@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 
 	"github.com/cdiexec/cdi/bridge/discovery"
@@ -478,28 +480,44 @@ func (h *harness) waitLooked(t *testing.T, l *looks, key string, n int) {
 }
 
 // watchJobs records the Broker's Jobs' creations and deletions until
-// the returned stop, which returns them.
+// the returned stop, which returns them, and the watch's failure or end
+// before its stop: a watch that failed is no proof that nothing
+// changed. It watches from the API server's cache as the cache is
+// (resourceVersion 0): a watch from now waits for the cache to be as
+// new as etcd, and fails after 3 s ("Too large resource version") when
+// no Job's event has made the Jobs' cache so.
 func (h *harness) watchJobs(t *testing.T, broker string) func() []string {
 	t.Helper()
-	w, err := h.Client.BatchV1().Jobs(h.Namespace).Watch(t.Context(), metav1.ListOptions{LabelSelector: LabelBroker + "=" + broker})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var seen []string
-	done := make(chan struct{})
 	initial := map[string]bool{}
 	for _, j := range h.jobs(t, broker) {
 		initial[string(j.UID)] = true
 	}
+	w, err := h.Client.BatchV1().Jobs(h.Namespace).Watch(t.Context(),
+		metav1.ListOptions{LabelSelector: LabelBroker + "=" + broker, ResourceVersion: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	var stopped atomic.Bool
+	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for ev := range w.ResultChan() {
-			if j, ok := ev.Object.(*batchv1.Job); ok && (ev.Type == "DELETED" || ev.Type == "ADDED" && !initial[string(j.UID)]) {
+			j, ok := ev.Object.(*batchv1.Job)
+			switch {
+			case stopped.Load():
+				// the stop's own end of the stream
+			case ev.Type == watch.Error:
+				seen = append(seen, fmt.Sprintf("ERROR %v", apierrors.FromObject(ev.Object)))
+			case ok && (ev.Type == watch.Deleted || ev.Type == watch.Added && !initial[string(j.UID)]):
 				seen = append(seen, fmt.Sprintf("%s %s %s", ev.Type, j.Name, j.UID))
 			}
 		}
+		if !stopped.Load() {
+			seen = append(seen, "the watch ended before its stop")
+		}
 	}()
-	return func() []string { w.Stop(); <-done; return seen }
+	return func() []string { stopped.Store(true); w.Stop(); <-done; return seen }
 }
 
 // testDRA publishes two terminals of node n1 as the bridge would, and

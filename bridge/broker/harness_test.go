@@ -122,7 +122,7 @@ func (w *writeCounter) take() map[string]int {
 }
 
 // harness is a cluster with the Job, Deployment, ReplicaSet, garbage
-// collector and claim controllers and the scheduler, a Node n1 that has
+// collector, claim and TTL-after-finished controllers and the scheduler, a Node n1 that has
 // the cameras' resources, and the controller's clients, whose writes it
 // counts.
 type harness struct {
@@ -147,7 +147,7 @@ func startHarness(t *testing.T) *harness {
 			t.Fatal(err)
 		}
 		return env
-	}, schedtest.WorkloadControllers+","+schedtest.ClaimControllers)
+	}, schedtest.WorkloadControllers+","+schedtest.ClaimControllers+","+schedtest.TTLAfterFinishedController)
 	h := &harness{Cluster: c, store: newFakeStore(), writes: &writeCounter{counts: map[string]int{}}}
 	var err error
 	if h.dyn, err = dynamic.NewForConfig(c.Env.Config); err != nil {
