@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	goruntime "runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -90,6 +91,9 @@ type scaleRun struct {
 	deleted                       time.Duration
 	vanished, graceEnd            time.Time
 	vanishTimes                   writeTimes
+	// vanishLooks are the controller's looks at the Broker from the
+	// vanishing on: their starts (timedStore) and ends.
+	vanishLooks [][2]time.Time
 	// writes by "METHOD resource", of each floor, the controller until
 	// it settled, its look, a new controller, and the vanishing.
 	floorWrites, madeWrites, lookWrites, restartWrites map[string]int
@@ -166,6 +170,59 @@ func startScaleRig(tb testing.TB, n int) *scaleRig {
 		tb.Fatalf("the leader's store never showed the %d cameras: %v", n, err)
 	}
 	return r
+}
+
+// timedStore is the leader's store, with the start of each of the
+// controller's looks at a Broker recorded: a look starts with a List of
+// the devices, from reconcile (the controller's other Lists, on the
+// devices' changes, are not recorded).
+type timedStore struct {
+	*kube.Store
+	mu     sync.Mutex
+	starts []time.Time
+}
+
+func (s *timedStore) List(ctx context.Context) ([]instance.Instance, error) {
+	now := time.Now()
+	pc := make([]uintptr, 8)
+	frames := goruntime.CallersFrames(pc[:goruntime.Callers(2, pc)])
+	for {
+		f, more := frames.Next()
+		if strings.HasSuffix(f.Function, ".(*run).reconcile") {
+			s.mu.Lock()
+			s.starts = append(s.starts, now)
+			s.mu.Unlock()
+			break
+		}
+		if !more {
+			break
+		}
+	}
+	return s.Store.List(ctx)
+}
+
+// looks pairs the ends of l after t with the starts recorded: each end
+// with the latest start before it.
+func (s *timedStore) looks(l *lookLog, t time.Time) [][2]time.Time {
+	s.mu.Lock()
+	starts := slices.Clone(s.starts)
+	s.mu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out [][2]time.Time
+	for _, e := range l.ends {
+		if !e.After(t) {
+			continue
+		}
+		var start time.Time
+		for _, st := range starts {
+			if !st.After(e) {
+				start = st
+			}
+		}
+		out = append(out, [2]time.Time{start, e})
+	}
+	return out
 }
 
 // vanish makes the first k cameras of node n1 vanish: its Presence no
@@ -308,9 +365,9 @@ func measureScale(tb testing.TB, r *scaleRig, vanish int, progress io.Writer) *s
 
 	counter := &writeCounter{counts: map[string]int{}}
 	cfg := r.controllerConfig(counter)
-	l, wl := &lookLog{}, &writeLog{}
+	l, wl, store := &lookLog{}, &writeLog{}, &timedStore{Store: r.leader}
 	hooks := func(c *Controller) { c.afterLook, c.beforeWrite = l.hook, wl.hook }
-	stop := startController(tb, cfg, r.leader, []string{r.ns}, nil, hooks)
+	stop := startController(tb, cfg, store, []string{r.ns}, nil, hooks)
 	fmt.Fprintf(progress, "brokers: a Broker over %d cameras\n", len(r.devices))
 	start := time.Now()
 	r.createBroker(tb, jobsBroker("inventory", int64(run.grace/time.Second)))
@@ -339,7 +396,7 @@ func measureScale(tb testing.TB, r *scaleRig, vanish int, progress io.Writer) *s
 	fmt.Fprintln(progress, "brokers: a new leader")
 	l = &lookLog{}
 	start = time.Now()
-	startController(tb, cfg, r.leader, []string{r.ns}, nil, func(c *Controller) { c.afterLook, c.beforeWrite = l.hook, wl.hook })
+	startController(tb, cfg, store, []string{r.ns}, nil, hooks)
 	run.firstLook = r.waitLooks(tb, l, start, 1, "a new leader").Sub(start)
 	run.restartWrites = counter.take()
 	wl.take()
@@ -363,6 +420,7 @@ func measureScale(tb testing.TB, r *scaleRig, vanish int, progress io.Writer) *s
 	})
 	r.waitLooks(tb, l, last, 1, "the vanished devices' Jobs deleted")
 	run.vanishWrites, run.vanishTimes, run.vanished = counter.take(), wl.take(), vanished
+	run.vanishLooks = store.looks(l, vanished)
 	run.brokerBytesAfter = r.brokerSize(tb)
 	run.lookErrors = l.errors
 	run.load[1] = loadAverage()
@@ -677,6 +735,11 @@ func (run *scaleRun) printVanish(w io.Writer) {
 		"the grace's end, by their gone-since, %s; %d deletes %s to %s, %d finalizer patches %s to %s; the last Job gone %s.\n",
 		len(t.marks), at(m0), at(m1), at(run.graceEnd), len(t.deletes), at(d0), at(d1), len(t.releases), at(r0), at(r1),
 		at(run.graceEnd.Add(run.deleted)))
+	var looks []string
+	for _, lk := range run.vanishLooks {
+		looks = append(looks, fmt.Sprintf("%s-%s", strings.TrimSuffix(at(lk[0]), " s"), at(lk[1])))
+	}
+	fmt.Fprintf(w, "Its looks at the Broker (s, from its read of the devices to its end): %s.\n", strings.Join(looks, ", "))
 }
 
 func statusText(s Status) string {
