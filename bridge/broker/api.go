@@ -213,11 +213,3 @@ func (s *Spec) strategy() Strategy {
 
 // count is the Pool strategy's devices per workload.
 func (s *Spec) count() int { return max(s.Count, 1) }
-
-// kind is the workloads' kind.
-func (s *Spec) kind() string {
-	if s.Job != nil {
-		return "Job"
-	}
-	return "Deployment"
-}

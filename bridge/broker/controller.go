@@ -32,9 +32,6 @@ const (
 	devicesPoll = 30 * time.Second
 	// resyncEvery looks at every Broker, whatever happened.
 	resyncEvery = 10 * time.Minute
-	// nameTakenRetry is when a Broker whose workload's name another
-	// object has is looked at again.
-	nameTakenRetry = 10 * time.Second
 	// retryFirst and retryMax bound the retries of a Broker whose look
 	// failed (the API server unreachable, a status write that conflicted).
 	retryFirst = time.Second
