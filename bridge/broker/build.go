@@ -123,7 +123,7 @@ func (b builder) deployment(br *Broker, u unit) *appsv1.Deployment {
 	tpl := br.Spec.Deployment
 	replicas := b.replicas(br, u)
 	d := &appsv1.Deployment{ObjectMeta: b.meta(br, u, u.name), Spec: appsv1.DeploymentSpec{
-		Replicas: &replicas, Strategy: tpl.Strategy, Template: *tpl.Template.DeepCopy(),
+		Replicas: &replicas, Strategy: *tpl.Strategy.DeepCopy(), Template: *tpl.Template.DeepCopy(),
 		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{LabelWorkload: u.name}},
 	}}
 	b.podTemplate(br, u, &d.Spec.Template)

@@ -3,6 +3,7 @@ package broker
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -239,6 +240,9 @@ func (p planner) ensureDeployment(pl *plan, br *Broker, u unit, d *appsv1.Deploy
 			"Deployment %s: a pod's %d containers each take a slot of device %s, which has %d", u.name,
 			len(br.Spec.Deployment.Template.Spec.Containers), u.device.ID, u.device.Capacity)})
 	}
+	if d != nil {
+		withServerDefaults(&want.Spec, &d.Spec)
+	}
 	switch {
 	case d == nil:
 		p.create(pl, want)
@@ -258,6 +262,9 @@ func (p planner) ensureDeployment(pl *plan, br *Broker, u unit, d *appsv1.Deploy
 // wants, or back to it when edited, keeping the addresses the API server
 // gave it (a Service's cluster IP cannot change).
 func (p planner) ensureService(pl *plan, want, have *corev1.Service) {
+	if have != nil {
+		withServerDefaults(&want.Spec, &have.Spec)
+	}
 	switch {
 	case have == nil:
 		p.create(pl, want)
@@ -424,12 +431,14 @@ func goneSince(w metav1.Object) (time.Time, bool) {
 	return t, err == nil
 }
 
-// grace is how long a vanished device keeps its workloads.
+// grace is how long a vanished device keeps its workloads. Seconds
+// beyond what a Duration holds (some 292 years) are as long as it holds:
+// their product would wrap to a negative grace, which is none.
 func (s *Spec) grace() time.Duration {
 	if s.DeletionGraceSeconds == nil {
 		return DefaultDeletionGrace
 	}
-	return time.Duration(*s.DeletionGraceSeconds) * time.Second
+	return time.Duration(min(*s.DeletionGraceSeconds, math.MaxInt64/int64(time.Second))) * time.Second
 }
 
 func minPositive(a, b time.Duration) time.Duration {
