@@ -6,7 +6,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
-
 // withServerDefaults is want with each integer field it leaves at zero
 // taken from have, the object as the API server holds it: a Service
 // port's targetPort and nodePort, a probe's period and thresholds. The
