@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -185,8 +186,29 @@ func (r *run) resync(ctx context.Context) {
 			for _, key := range r.brokers.GetIndexer().ListKeys() {
 				r.queue.Add(key)
 			}
+			for _, key := range r.heldJobsBrokers() {
+				r.queue.Add(key)
+			}
 		}
 	}
+}
+
+// heldJobsBrokers are the keys of the Brokers of the Jobs being deleted
+// that FinalizerResult holds: a Broker gone before this controller
+// started, or whose delete it missed, is looked at, and its Jobs let go.
+func (r *run) heldJobsBrokers() []string {
+	keys := map[string]bool{}
+	for ns, kinds := range r.workloads {
+		if kinds["Job"] == nil {
+			continue
+		}
+		for _, obj := range kinds["Job"].GetStore().List() {
+			if j, ok := obj.(*batchv1.Job); ok && j.DeletionTimestamp != nil && slices.Contains(j.Finalizers, FinalizerResult) {
+				keys[ns+"/"+j.Labels[LabelBroker]] = true
+			}
+		}
+	}
+	return sortedKeys(keys)
 }
 
 // watchDevices reads the devices when the store, the slices or the

@@ -46,6 +46,7 @@ type run struct {
 	slices, nodes  cache.SharedIndexInformer
 	devicesChanged chan struct{}
 	recent         *recentWrites
+	gone           *goneClock
 	// names knows every object's name of the kinds made; classes is the
 	// informer of the DeviceClasses, nil without DRA pools.
 	names   *names
@@ -57,7 +58,7 @@ type run struct {
 // holds its first list.
 func (c *Controller) start(ctx context.Context, store Instances) (*run, error) {
 	r := &run{Controller: c, store: store, queue: newQueue(), workloads: map[string]map[string]cache.SharedIndexInformer{},
-		devicesChanged: make(chan struct{}, 1), recent: newRecentWrites()}
+		devicesChanged: make(chan struct{}, 1), recent: newRecentWrites(), gone: newGoneClock()}
 	r.brokers = dynamicinformer.NewFilteredDynamicInformer(c.cfg.Dynamic, Resource, metav1.NamespaceAll, 0, cache.Indexers{
 		cache.NamespaceIndex: cache.MetaNamespaceIndexFunc, byPool: brokerPool}, nil).Informer()
 	if err := r.brokers.SetTransform(dropManagedFields); err != nil {
@@ -100,22 +101,25 @@ func (c *Controller) start(ctx context.Context, store Instances) (*run, error) {
 	return r, nil
 }
 
-// brokerEvents queues a Broker when it is made or its spec changes;
-// the controller's own status writes change neither.
+// brokerEvents queues a Broker when it is made, its spec changes or it
+// is being deleted (the controller's own status writes do none of
+// these), and when it is gone: its Jobs kept as records are let go.
 func (r *run) brokerEvents() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { r.queueObject(obj) },
 		UpdateFunc: func(old, obj any) {
 			o, n := old.(metav1.Object), obj.(metav1.Object)
-			if o.GetGeneration() != n.GetGeneration() || o.GetUID() != n.GetUID() {
+			if o.GetGeneration() != n.GetGeneration() || o.GetUID() != n.GetUID() ||
+				(o.GetDeletionTimestamp() == nil) != (n.GetDeletionTimestamp() == nil) {
 				r.queueObject(obj)
 			}
 		},
+		DeleteFunc: func(obj any) { r.queueObject(obj) },
 	}
 }
 
 func (r *run) queueObject(obj any) {
-	if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
+	if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
 		r.queue.Add(key)
 	}
 }
@@ -160,7 +164,17 @@ func (r *run) workloadEvents() cache.ResourceEventHandler {
 			r.queue.AddAfter(m.GetNamespace()+"/"+m.GetLabels()[LabelBroker], workloadSettle)
 		}
 	}
-	return cache.ResourceEventHandlerFuncs{AddFunc: queue, UpdateFunc: func(_, obj any) { queue(obj) }, DeleteFunc: queue}
+	gone := func(obj any) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		if m, ok := obj.(metav1.Object); ok {
+			r.recent.forget(kindOf(m), m)
+			r.gone.forget(m.GetUID())
+		}
+		queue(obj)
+	}
+	return cache.ResourceEventHandlerFuncs{AddFunc: queue, UpdateFunc: func(_, obj any) { queue(obj) }, DeleteFunc: gone}
 }
 
 // startSlices starts the informer of the driver's ResourceSlices.
@@ -247,8 +261,7 @@ func (r *run) classExists(name string) bool {
 // store's Get, when it has one) or the slices that list it.
 func (r *run) devicePresent(pool, key string) bool {
 	if r.dra[pool] {
-		objs, err := r.slices.GetIndexer().ByIndex(byDevice, key)
-		return err != nil || len(objs) > 0
+		return r.sliceListsDevice(pool, key)
 	}
 	getter, ok := r.store.(interface {
 		Get(name string) (*instance.Instance, error)
@@ -262,6 +275,35 @@ func (r *run) devicePresent(pool, key string) bool {
 		return true
 	}
 	return in != nil && len(fromInstances([]instance.Instance{*in}, r.cfg.Domain, r.allocatable)[pool]) > 0
+}
+
+// sliceListsDevice says whether a slice of pool's newest generation lists
+// the device of key: an older generation's, on its way out, may still.
+// A read that fails counts as listing it.
+func (r *run) sliceListsDevice(pool, key string) bool {
+	listing, err := r.slices.GetIndexer().ByIndex(byDevice, key)
+	if err != nil || len(listing) == 0 {
+		return err != nil
+	}
+	ofPool, err := r.slices.GetIndexer().ByIndex(byPool, pool)
+	if err != nil {
+		return true
+	}
+	newest := newestGenerations(typedSlices(ofPool), r.cfg.Domain)
+	return slices.ContainsFunc(typedSlices(listing), func(s *resourceapi.ResourceSlice) bool {
+		return s.Spec.Pool.Generation == newest[s.Spec.Pool.Name]
+	})
+}
+
+// typedSlices is the ResourceSlices among objs.
+func typedSlices(objs []any) []*resourceapi.ResourceSlice {
+	out := make([]*resourceapi.ResourceSlice, 0, len(objs))
+	for _, obj := range objs {
+		if s, ok := obj.(*resourceapi.ResourceSlice); ok {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // startNodes starts the informer of the Nodes, of which it keeps the
@@ -348,11 +390,7 @@ func (r *run) devices(ctx context.Context) (map[string][]Device, error) {
 		delete(byPool, pool)
 	}
 	if r.slices != nil {
-		var list []*resourceapi.ResourceSlice
-		for _, obj := range r.slices.GetStore().List() {
-			list = append(list, obj.(*resourceapi.ResourceSlice))
-		}
-		for pool, ds := range fromSlices(list, r.cfg.Domain, r.dra) {
+		for pool, ds := range fromSlices(typedSlices(r.slices.GetStore().List()), r.cfg.Domain, r.dra) {
 			byPool[pool] = ds
 		}
 	}

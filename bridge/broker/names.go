@@ -6,7 +6,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
@@ -56,24 +55,20 @@ func startNames(ctx context.Context, client metadata.Interface, namespaces, kind
 	return n, synced
 }
 
-// holder says whether an object of kind named name is in ns, and the
-// UID of its controller.
-func (n *names) holder(kind, ns, name string) (types.UID, bool) {
+// holder is the metadata of the object of kind named name in ns, nil
+// for none.
+func (n *names) holder(kind, ns, name string) metav1.Object {
 	if n == nil || n.informers[ns][kind] == nil {
-		return "", false
+		return nil
 	}
 	obj, ok, err := n.informers[ns][kind].GetStore().GetByKey(ns + "/" + name)
 	if !ok || err != nil {
-		return "", false
+		return nil
 	}
-	m, isMeta := obj.(metav1.Object)
-	if !isMeta {
-		return "", true
+	if m, isMeta := obj.(metav1.Object); isMeta {
+		return m
 	}
-	if ref := metav1.GetControllerOfNoCopy(m); ref != nil {
-		return ref.UID, true
-	}
-	return "", true
+	return &metav1.ObjectMeta{Name: name, Namespace: ns} // of no controller: another's
 }
 
 // watch records whether the Broker of key waits for a name, another's

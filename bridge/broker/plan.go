@@ -15,7 +15,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 )
 
@@ -99,9 +99,12 @@ type problem struct {
 type planner struct {
 	builder
 	now time.Time
-	// holder says whether an object of kind and name exists in ns, and
-	// the UID of its controller (nil: none is known).
-	holder func(kind, ns, name string) (controller types.UID, exists bool)
+	// gone remembers when a vanished device's workload was first found
+	// so until its AnnotationGoneSince is written (nil: nothing is).
+	gone *goneClock
+	// holder is the metadata of the object of kind and name in ns, nil
+	// for none (a nil holder: none is known).
+	holder func(kind, ns, name string) metav1.Object
 }
 
 // plan is what br wants done, given devices, the pool's devices now, and
@@ -325,18 +328,12 @@ func (p planner) ensurePoolService(pl *plan, br *Broker, have owned) {
 }
 
 // create plans want's create, unless an object of its kind and name is
-// there: one the Broker does not own is reported, and not asked for
-// again while it is there; one of its own is on its way out (deleted to
-// be made anew), and want is made once it is gone.
+// there (nameHeld).
 func (p planner) create(pl *plan, want metav1.Object) {
 	kind := kindOf(want)
 	if p.holder != nil {
-		if controller, ok := p.holder(kind, want.GetNamespace(), want.GetName()); ok {
-			if controller != metav1.GetControllerOfNoCopy(want).UID {
-				pl.problems = append(pl.problems, problem{ReasonNameTaken,
-					fmt.Sprintf("%s %s: a %s of that name exists that the Broker does not own", ReasonNameTaken, want.GetName(), kind)})
-			}
-			pl.nameFreed = true
+		if held := p.holder(kind, want.GetNamespace(), want.GetName()); held != nil {
+			p.nameHeld(pl, want, held)
 			return
 		}
 	}
@@ -345,6 +342,27 @@ func (p planner) create(pl *plan, want metav1.Object) {
 		workload = true
 	}
 	pl.actions = append(pl.actions, action{op: create, obj: want, workload: workload})
+}
+
+// nameHeld plans for want, whose name held has: one the Broker does not
+// own is reported, and not asked for again while it is there. One of
+// its own is either on its way out (deleted to be made anew), and want
+// is made once it is gone, or hidden from the controller's informers by
+// an edit of its labels, which are put back.
+func (p planner) nameHeld(pl *plan, want, held metav1.Object) {
+	kind := kindOf(want)
+	pl.nameFreed = true
+	switch ref := metav1.GetControllerOfNoCopy(held); {
+	case ref == nil || ref.UID != metav1.GetControllerOfNoCopy(want).UID:
+		pl.problems = append(pl.problems, problem{ReasonNameTaken,
+			fmt.Sprintf("%s %s: a %s of that name exists that the Broker does not own", ReasonNameTaken, want.GetName(), kind)})
+	case held.GetDeletionTimestamp() == nil && !derives(want.GetLabels(), held.GetLabels()):
+		shell, _ := want.(runtime.Object).DeepCopyObject().(metav1.Object)
+		shell.SetUID(held.GetUID())
+		shell.SetResourceVersion(held.GetResourceVersion())
+		shell.SetLabels(held.GetLabels())
+		pl.actions = append(pl.actions, patchOf(shell, jsonOp{Op: "add", Path: "/metadata/labels", Value: withAll(held.GetLabels(), want.GetLabels())}))
+	}
 }
 
 // retire plans the end of the workloads of key, which the Broker no
@@ -359,8 +377,10 @@ func (p planner) retire(pl *plan, br *Broker, key string, present bool, have own
 	if !present && w != nil && (key != "" || br.Spec.strategy() == Pool) {
 		since, marked := goneSince(w)
 		if !marked {
-			since = p.now
+			since = p.gone.since(w.GetUID(), p.now)
 			pl.actions = append(pl.actions, annotate(w, AnnotationGoneSince, since.UTC().Format(time.RFC3339)))
+		} else {
+			p.gone.forget(w.GetUID())
 		}
 		if left := br.Spec.grace() - p.now.Sub(since); left > 0 {
 			pl.states[key] = stateOf(w)
@@ -387,6 +407,7 @@ func (p planner) retire(pl *plan, br *Broker, key string, present bool, have own
 // keepDevice takes AnnotationGoneSince off w, a workload of a device the
 // Broker wants: the device is back.
 func (p planner) keepDevice(pl *plan, w metav1.Object) {
+	p.gone.forget(w.GetUID())
 	if _, ok := w.GetAnnotations()[AnnotationGoneSince]; ok {
 		pl.actions = append(pl.actions, annotate(w, AnnotationGoneSince, ""))
 	}

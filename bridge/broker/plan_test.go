@@ -201,14 +201,17 @@ func TestPlanJobs(t *testing.T) {
 				have.jobs[lobbyJob] = tc.have
 			}
 			p := p
-			p.holder = func(string, string, string) (types.UID, bool) {
+			p.holder = func(_, ns, name string) metav1.Object {
+				held := &metav1.ObjectMeta{Name: name, Namespace: ns, DeletionTimestamp: &metav1.Time{Time: testNow}}
 				switch tc.nameOf {
 				case "another":
-					return "another-uid", true
+					held.OwnerReferences = []metav1.OwnerReference{{UID: "another-uid", Controller: ptr.To(true)}}
 				case "its own":
-					return tc.br.UID, true
+					held.OwnerReferences = []metav1.OwnerReference{{UID: tc.br.UID, Controller: ptr.To(true)}}
+				default:
+					return nil
 				}
-				return "", false
+				return held
 			}
 			pl := p.plan(tc.br, tc.devices, have)
 			if got := actionsOf(pl); !slices.Equal(got, tc.want) {

@@ -29,6 +29,9 @@ var errWrites = errors.New("writes failed")
 // reason to. Its error says the Broker is to be looked at again soon as
 // well: a write failed (errWrites), or the devices could not be read.
 func (r *run) reconcile(ctx context.Context, br *Broker) (time.Duration, error) {
+	if br.DeletionTimestamp != nil {
+		return 0, nil // its Jobs are let go (releaseOrphans); nothing new is made
+	}
 	if !r.served[br.Namespace] {
 		msg := fmt.Sprintf("the bridge acts on Brokers in namespaces %s only (its --broker-namespaces, the chart's brokers.namespaces)",
 			strings.Join(r.cfg.Namespaces, ", "))
@@ -42,7 +45,7 @@ func (r *run) reconcile(ctx context.Context, br *Broker) (time.Duration, error) 
 		return 0, err
 	}
 	devices := byPool[br.Spec.Pool]
-	p := planner{builder: builder{domain: r.cfg.Domain, dra: r.dra}, now: time.Now(), holder: r.names.holder}
+	p := planner{builder: builder{domain: r.cfg.Domain, dra: r.dra}, now: time.Now(), holder: r.names.holder, gone: r.gone}
 	pl := p.plan(br, devices, r.owned(br))
 	res := r.apply(ctx, br, pl)
 	if ctx.Err() != nil {
@@ -54,6 +57,11 @@ func (r *run) reconcile(ctx context.Context, br *Broker) (time.Duration, error) 
 		lk.noClass = p.deviceClass(br)
 	}
 	again := pl.again
+	if again > 0 {
+		// Counted from the look's start: a look of 10,000 devices takes
+		// seconds, which a grace must not add to.
+		again = max(again-time.Since(p.now), time.Millisecond)
+	}
 	if res.retrySoon {
 		again = minPositive(again, retryFirst)
 	}
@@ -137,8 +145,12 @@ func (r *run) applyOne(ctx context.Context, br *Broker, pl plan, a action, res *
 		r.log.Debug("wrote", "broker", brokerKey(br), "write", a.String())
 	case a.op == remove && (apierrors.IsNotFound(err) || apierrors.IsConflict(err)):
 		// gone already, or another object of the name now
-	case a.op == patch && (apierrors.IsNotFound(err) || apierrors.IsConflict(err) || apierrors.IsInvalid(err)):
-		res.retrySoon = true // changed since it was seen: the next look sees how
+	case a.op == patch && (apierrors.IsNotFound(err) || apierrors.IsConflict(err)),
+		a.op == patch && apierrors.IsInvalid(err) && r.changedSince(ctx, a.obj):
+		// Changed since it was seen (a test of the patch failed with
+		// Invalid, as an admission policy's refusal does): the next look
+		// sees how.
+		res.retrySoon = true
 	case a.op == create && apierrors.IsAlreadyExists(err):
 		// Made by another leader since this one looked, or someone
 		// else's: the names' informer will tell.
@@ -191,7 +203,12 @@ func (r *run) write(ctx context.Context, a action) error {
 		return err
 	}
 	got, err := r.createOrUpdate(ctx, a)
-	if err == nil {
+	switch {
+	case err != nil:
+	case got.GetDeletionTimestamp() != nil && len(got.GetFinalizers()) == 0:
+		// The write let its last finalizer go: the object is gone.
+		r.recent.removed(kind, got)
+	default:
 		r.recent.wrote(kind, got)
 	}
 	return err
@@ -211,6 +228,10 @@ func (r *run) patchObject(ctx context.Context, a action) (metav1.Object, error) 
 		return c.BatchV1().Jobs(ns).Patch(ctx, name, pt, a.body, opts)
 	case *appsv1.Deployment:
 		return c.AppsV1().Deployments(ns).Patch(ctx, name, pt, a.body, opts)
+	case *corev1.Service:
+		return c.CoreV1().Services(ns).Patch(ctx, name, pt, a.body, opts)
+	case *resourceapi.ResourceClaimTemplate:
+		return c.ResourceV1().ResourceClaimTemplates(ns).Patch(ctx, name, pt, a.body, opts)
 	}
 	return nil, fmt.Errorf("patch of a %T", a.obj)
 }
@@ -243,6 +264,27 @@ func (r *run) createOrUpdate(ctx context.Context, a action) (metav1.Object, erro
 		return c.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, o, cr)
 	}
 	return nil, fmt.Errorf("%s of a %T", a.op, a.obj)
+}
+
+// changedSince says whether obj has changed since it was seen: another
+// resourceVersion, another object of the name, none, or no answer.
+func (r *run) changedSince(ctx context.Context, obj metav1.Object) bool {
+	c, ns, name, opts := r.cfg.Client, obj.GetNamespace(), obj.GetName(), metav1.GetOptions{}
+	var now metav1.Object
+	var err error
+	switch obj.(type) {
+	case *batchv1.Job:
+		now, err = c.BatchV1().Jobs(ns).Get(ctx, name, opts)
+	case *appsv1.Deployment:
+		now, err = c.AppsV1().Deployments(ns).Get(ctx, name, opts)
+	case *corev1.Service:
+		now, err = c.CoreV1().Services(ns).Get(ctx, name, opts)
+	case *resourceapi.ResourceClaimTemplate:
+		now, err = c.ResourceV1().ResourceClaimTemplates(ns).Get(ctx, name, opts)
+	default:
+		return true
+	}
+	return err != nil || now.GetUID() != obj.GetUID() || now.GetResourceVersion() != obj.GetResourceVersion()
 }
 
 // remove deletes obj with the typed client of its kind.

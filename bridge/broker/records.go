@@ -16,16 +16,17 @@ import (
 )
 
 // releaseOrphans lets go the FinalizerResult of the Jobs labelled with
-// the Broker of key that are being deleted and whose Broker is gone, or
-// is another now (deleted and made again under the name): the garbage
-// collector deletes them, and nothing else would let them go.
+// the Broker of key that are being deleted and whose Broker is gone, is
+// being deleted, or is another now (deleted and made again under the
+// name): the garbage collector deletes them (a foreground deletion of
+// the Broker waits for them), and nothing else would let them go.
 func (r *run) releaseOrphans(ctx context.Context, key string) {
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		return
 	}
 	uid := ""
-	if u, err := r.brokerObject(key); err == nil && u != nil {
+	if u, err := r.brokerObject(key); err == nil && u != nil && u.GetDeletionTimestamp() == nil {
 		uid = string(u.GetUID())
 	}
 	inf := r.workloads[ns]["Job"]
