@@ -47,8 +47,9 @@
 // Lifecycle. A device that vanishes keeps its workloads for the Broker's
 // deletionGraceSeconds (DefaultDeletionGrace): its workload records since
 // when (AnnotationGoneSince), so that whichever leader looks next keeps
-// counting; one that returns within it keeps them, one that returns
-// after gets them anew. Just before deleting, the controller looks for
+// counting (while that record cannot be written, the leader counts from
+// its first look that found the device gone: goneClock); one that
+// returns within it keeps them, one that returns after gets them anew. Just before deleting, the controller looks for
 // the device once more, that device alone (the Pool strategy's pool,
 // whether it has Count devices). A device no longer selected (the
 // selector or the strategy changed) loses its workloads at once. A Job
@@ -60,7 +61,12 @@
 // record of its result until it is no longer wanted; one deleted before
 // it finished is let go and made anew. A changed Deployment template is
 // an update of the Deployment, which rolls its pods; a Deployment or
-// Service edited away from what the Broker wants is put back.
+// Service edited away from what the Broker wants is put back (its labels
+// too, whose loss hides it from the informers: the names' informer still
+// shows it), while what the API server fills in is not written over
+// (withServerDefaults). A Broker being deleted makes nothing more; its
+// Jobs being deleted are let go of (releaseOrphans), as are those of a
+// Broker gone.
 //
 // Status. Counts, the same size whatever the devices: the devices
 // selected, the workloads wanted (those of a vanished device until they
