@@ -353,3 +353,48 @@ func TestAdversaryStaleSliceGenerationDoesNotBlockDeletes(t *testing.T) {
 		t.Errorf("%d looks at the Broker in 15 s, nothing changing", looked)
 	}
 }
+
+// TestReleaseOfUnfinishedJobStandsOnItsVersion: the letting go of a Job
+// deleted before it finished stands on the Job being as the look saw it.
+// A Job that finished between that look and the patch (its status
+// written by the Job controller) must stay, as the record of its
+// result: let go, it would be made anew and run again. Here the Job
+// changes in between (a label); the planned patch must fail.
+func TestReleaseOfUnfinishedJobStandsOnItsVersion(t *testing.T) {
+	h := startHarness(t)
+	jobs := h.Client.BatchV1().Jobs(h.Namespace)
+	br := suspendedJobs("seen")
+	br.UID = "seen-uid"
+	want := testPlanner().job(br, unit{name: "seen-job"})
+	want.Namespace = h.Namespace
+	want.OwnerReferences = nil
+	j, err := jobs.Create(t.Context(), want, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = jobs.Patch(context.Background(), j.Name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+	})
+	if err := jobs.Delete(t.Context(), j.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	seen, err := jobs.Get(t.Context(), j.Name, metav1.GetOptions{})
+	if err != nil || seen.DeletionTimestamp == nil {
+		t.Fatalf("the deleted Job: %v, %+v", err, seen)
+	}
+	var pl plan
+	testPlanner().ensureJob(&pl, br, unit{name: "seen-job"}, seen)
+	if len(pl.actions) != 1 || pl.actions[0].op != patch {
+		t.Fatalf("the look at a Job deleted before it finished: %v, want the patch letting it go", actionsOf(pl))
+	}
+	changed := []byte(`{"metadata":{"labels":{"changed":"since"}}}`)
+	if _, err := jobs.Patch(t.Context(), j.Name, types.MergePatchType, changed, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = jobs.Patch(t.Context(), j.Name, types.JSONPatchType, pl.actions[0].body, metav1.PatchOptions{})
+	if err == nil {
+		t.Errorf("the Job, changed since the look, was let go: a Job that finished meanwhile would run again")
+	} else if !apierrors.IsInvalid(err) {
+		t.Errorf("the patch failed with %v, want Invalid (a test that failed)", err)
+	}
+}

@@ -26,14 +26,25 @@ func patchOf(obj metav1.Object, ops ...jsonOp) action {
 // them being as obj has them: another writer's change in between (the
 // garbage collector's foregroundDeletion) makes it fail, not vanish.
 func finalizersPatch(obj metav1.Object, next []string) action {
+	return patchOf(obj, finalizersOps(obj, next)...)
+}
+
+// finalizersPatchAsSeen is finalizersPatch standing on obj being as seen
+// (its resourceVersion): any change in between makes it fail.
+func finalizersPatchAsSeen(obj metav1.Object, next []string) action {
+	return patchOf(obj, append([]jsonOp{{Op: "test", Path: "/metadata/resourceVersion", Value: obj.GetResourceVersion()}},
+		finalizersOps(obj, next)...)...)
+}
+
+func finalizersOps(obj metav1.Object, next []string) []jsonOp {
 	if len(obj.GetFinalizers()) == 0 {
-		return patchOf(obj, jsonOp{Op: "add", Path: "/metadata/finalizers", Value: next})
+		return []jsonOp{{Op: "add", Path: "/metadata/finalizers", Value: next}}
 	}
 	if next == nil {
 		next = []string{}
 	}
-	return patchOf(obj, jsonOp{Op: "test", Path: "/metadata/finalizers", Value: obj.GetFinalizers()},
-		jsonOp{Op: "replace", Path: "/metadata/finalizers", Value: next})
+	return []jsonOp{{Op: "test", Path: "/metadata/finalizers", Value: obj.GetFinalizers()},
+		{Op: "replace", Path: "/metadata/finalizers", Value: next}}
 }
 
 // annotate is a patch setting obj's annotation key to value, or taking

@@ -211,7 +211,11 @@ func (p planner) ensureJob(pl *plan, br *Broker, u unit, j *batchv1.Job) State {
 		p.create(pl, want)
 		return Pending
 	case j.DeletionTimestamp != nil && !finished(j):
-		p.release(pl, j)
+		// Let go as seen, unfinished: one that finished since stays as
+		// the record of its result.
+		if i := slices.Index(j.Finalizers, FinalizerResult); i >= 0 {
+			pl.actions = append(pl.actions, finalizersPatchAsSeen(j, slices.Delete(slices.Clone(j.Finalizers), i, i+1)))
+		}
 		return Pending
 	case j.Annotations[AnnotationHash] == "":
 		p.adopt(pl, j, want)
