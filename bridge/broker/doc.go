@@ -98,8 +98,8 @@
 // brokers/status update everywhere; Nodes list and watch (the bridge's
 // own role has them); in each namespace of brokers.namespaces, list and
 // watch of Jobs, Deployments, Services (and ResourceClaimTemplates with
-// DRA pools), create and delete of each, patch of Jobs and Deployments,
-// update of Deployments and Services, create and patch of Events; with
+// DRA pools), get, create, patch and delete of each, update of
+// Deployments and Services, create and patch of Events; with
 // DRA pools, ResourceSlices list and watch (the DRA front end's role has
 // them) and DeviceClasses list and watch.
 package broker

@@ -247,15 +247,12 @@ func (p planner) ensureDeployment(pl *plan, br *Broker, u unit, d *appsv1.Deploy
 			"Deployment %s: a pod's %d containers each take a slot of device %s, which has %d", u.name,
 			len(br.Spec.Deployment.Template.Spec.Containers), u.device.ID, u.device.Capacity)})
 	}
-	if d != nil {
-		withServerDefaults(&want.Spec, &d.Spec)
-	}
 	switch {
 	case d == nil:
 		p.create(pl, want)
 		return Pending
 	case d.Annotations[AnnotationHash] != want.Annotations[AnnotationHash] || !derives(want.Labels, d.Labels) ||
-		!equality.Semantic.DeepDerivative(want.Spec, d.Spec):
+		!deploymentAsWanted(want.Spec, d.Spec):
 		next := d.DeepCopy()
 		next.Labels, next.Annotations = withAll(d.Labels, want.Labels), withAll(d.Annotations, want.Annotations)
 		next.OwnerReferences, next.Spec = want.OwnerReferences, want.Spec
@@ -265,18 +262,22 @@ func (p planner) ensureDeployment(pl *plan, br *Broker, u unit, d *appsv1.Deploy
 	return deploymentState(d)
 }
 
+// deploymentAsWanted says whether have holds everything of want, its pod
+// template as the API server defaults it.
+func deploymentAsWanted(want, have appsv1.DeploymentSpec) bool {
+	want.Template = *defaultedPodTemplate(&want.Template)
+	return equality.Semantic.DeepDerivative(want, have)
+}
+
 // ensureService plans a Service: made, or updated to what the Broker
 // wants, or back to it when edited, keeping the addresses the API server
 // gave it (a Service's cluster IP cannot change).
 func (p planner) ensureService(pl *plan, want, have *corev1.Service) {
-	if have != nil {
-		withServerDefaults(&want.Spec, &have.Spec)
-	}
 	switch {
 	case have == nil:
 		p.create(pl, want)
 	case have.Annotations[AnnotationHash] != want.Annotations[AnnotationHash] || !derives(want.Labels, have.Labels) ||
-		!equality.Semantic.DeepDerivative(want.Spec, have.Spec):
+		!equality.Semantic.DeepDerivative(*defaultedService(&want.Spec, &have.Spec), have.Spec):
 		next := have.DeepCopy()
 		spec := want.Spec
 		if spec.ClusterIP == "" {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	"github.com/cdiexec/cdi/bridge/instance"
@@ -401,10 +402,14 @@ func TestPlanServices(t *testing.T) {
 	have := newOwned()
 	var svcs []*corev1.Service
 	for _, a := range pl.actions {
-		have.add(existing(a.obj))
 		if s, ok := a.obj.(*corev1.Service); ok {
 			svcs = append(svcs, s)
+			live := s.DeepCopy() // as the API server defaults it
+			live.Spec.Ports[0].TargetPort = intstr.FromInt32(live.Spec.Ports[0].Port)
+			have.add(existing(live))
+			continue
 		}
+		have.add(existing(a.obj))
 	}
 	if len(svcs) != 2 || svcs[0].Spec.Selector[LabelWorkload] == "" || svcs[1].Name != "inventory" || svcs[1].Spec.Selector[LabelBroker] != "inventory" {
 		t.Fatalf("services %+v", svcs)

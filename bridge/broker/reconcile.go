@@ -267,7 +267,9 @@ func (r *run) createOrUpdate(ctx context.Context, a action) (metav1.Object, erro
 }
 
 // changedSince says whether obj has changed since it was seen: another
-// resourceVersion, another object of the name, none, or no answer.
+// resourceVersion, another object of the name, or none. A read that
+// fails (refused, no answer) says no: the write's failure is reported,
+// and retried with backoff.
 func (r *run) changedSince(ctx context.Context, obj metav1.Object) bool {
 	c, ns, name, opts := r.cfg.Client, obj.GetNamespace(), obj.GetName(), metav1.GetOptions{}
 	var now metav1.Object
@@ -284,7 +286,10 @@ func (r *run) changedSince(ctx context.Context, obj metav1.Object) bool {
 	default:
 		return true
 	}
-	return err != nil || now.GetUID() != obj.GetUID() || now.GetResourceVersion() != obj.GetResourceVersion()
+	if err != nil {
+		return apierrors.IsNotFound(err)
+	}
+	return now.GetUID() != obj.GetUID() || now.GetResourceVersion() != obj.GetResourceVersion()
 }
 
 // remove deletes obj with the typed client of its kind.

@@ -150,9 +150,9 @@ func TestBrokersExamplesApply(t *testing.T) {
 // update of a Job anywhere (a Job is replaced, never changed).
 func brokersAccess(ns, served, other string) []access {
 	workloads := []access{
-		{"batch", "jobs", served, "", []string{"list", "watch", "create", "patch", "delete"}},
-		{"apps", "deployments", served, "", []string{"list", "watch", "create", "update", "patch", "delete"}},
-		{"", "services", served, "", []string{"list", "watch", "create", "update", "delete"}},
+		{"batch", "jobs", served, "", []string{"get", "list", "watch", "create", "patch", "delete"}},
+		{"apps", "deployments", served, "", []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+		{"", "services", served, "", []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 		{"events.k8s.io", "events", served, "", []string{"create", "patch"}},
 		{"events.k8s.io", "events", other, "", nil},
 		{"resource.k8s.io", "deviceclasses", "", "", nil},
