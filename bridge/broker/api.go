@@ -29,13 +29,29 @@ const (
 	LabelPool     = kube.LabelPool
 	LabelDevice   = kube.Group + "/device"
 	LabelWorkload = kube.Group + "/workload"
-	// LabelGeneration is on a Job: the Broker's generation it was made
-	// for. A Job of an older generation is replaced.
+	// LabelGeneration was on a Job of an earlier release: the Broker's
+	// generation it was made for. Such a Job of the Broker's generation
+	// is taken for current (AnnotationHash is compared otherwise).
 	LabelGeneration = kube.Group + "/broker-generation"
-	// AnnotationHash is on a Deployment, Service and claim template: a
-	// hash of what the controller wanted it to be. A different hash is
-	// one update (a Deployment's rolls its pods); the same is no write.
+	// AnnotationHash is on every object the controller makes: a hash of
+	// what it wanted it to be. A different hash is one update (a
+	// Deployment's rolls its pods; a Job, whose template cannot change,
+	// is made anew); the same is no write, unless the object was edited
+	// away from what the Broker wants (a Deployment's or Service's edit
+	// is undone).
 	AnnotationHash = kube.Group + "/broker-hash"
+	// AnnotationGoneSince is on a workload whose device is gone: since
+	// when (RFC 3339). The workload goes once that is the Broker's
+	// deletionGraceSeconds ago, whichever bridge leads by then; it is
+	// taken off when the device comes back.
+	AnnotationGoneSince = kube.Group + "/device-gone-since"
+	// FinalizerResult is on every Job the controller makes: a Job that
+	// finished stays, deleted or not (its ttlSecondsAfterFinished, a
+	// user's delete), as the record of its result, so that it is not run
+	// again for its device until the Broker's template changes. The
+	// controller takes it off when the Job is no longer wanted, or was
+	// deleted before it finished.
+	FinalizerResult = kube.Group + "/broker-result"
 )
 
 // Strategy says how many workloads a Broker wants.
@@ -49,11 +65,12 @@ const (
 	Pool Strategy = "Pool"
 )
 
-// State is a workload's, in the Broker's status.
+// State is a workload's, counted in the Broker's status.
 type State string
 
 const (
-	Active    State = "Active"
+	Pending   State = "Pending"   // not made, or no pod of it runs yet
+	Active    State = "Active"    // a pod of it runs
 	Completed State = "Completed" // a Job that succeeded
 	Failed    State = "Failed"    // a Job that failed
 )
@@ -112,48 +129,39 @@ type Services struct {
 	Pool *corev1.ServiceSpec `json:"pool,omitempty"`
 }
 
-// Status is what the controller reports.
+// Status is what the controller reports: counts and conditions, its
+// size the same whatever the number of devices. What the controller
+// must not lose with a status write that fails (a vanished device's
+// time, a finished Job's result) is on the workloads themselves
+// (AnnotationGoneSince, FinalizerResult).
 type Status struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// Devices is how many devices the Broker selects now.
 	Devices int `json:"devices"`
-	// Active, Completed and Failed count Workloads by state.
+	// Workloads is how many workloads the Broker wants now: one per
+	// selected device, or one for the pool. Pending, Active, Completed
+	// and Failed count them by state; one whose device is gone is
+	// counted until it goes.
+	Workloads  int                `json:"workloads"`
+	Pending    int                `json:"pending"`
 	Active     int                `json:"active"`
 	Completed  int                `json:"completed"`
 	Failed     int                `json:"failed"`
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
-	// Workloads are the Broker's, by device (Akri's
-	// configurationDeploymentStatuses), sorted by device.
-	Workloads []WorkloadStatus `json:"workloads,omitempty"`
-}
-
-// WorkloadStatus is one workload of the Broker.
-type WorkloadStatus struct {
-	// Device is its device's Instance name, empty for the pool's one
-	// workload.
-	Device   string `json:"device,omitempty"`
-	DeviceID string `json:"deviceId,omitempty"`
-	// Node is a device's node, for a device only one node sees.
-	Node string `json:"node,omitempty"`
-	Kind string `json:"kind"`
-	Name string `json:"name"`
-	// Generation is the Broker's generation the workload was made for.
-	Generation int64 `json:"generation"`
-	State      State `json:"state"`
-	// GoneSince is when its device was last seen vanishing: the workload
-	// goes once that is DeletionGraceSeconds ago.
-	GoneSince *metav1.Time `json:"goneSince,omitempty"`
 }
 
 // Conditions of a Broker's status.
 const (
 	// ConditionAccepted is False when the controller does not act on the
 	// Broker: its namespace is not one it serves, or its spec cannot be
-	// met.
+	// read or met.
 	ConditionAccepted = "Accepted"
 	// ConditionCreated is False when a workload the Broker wants could
 	// not be created or updated; its message says which and why.
 	ConditionCreated = "Created"
+	// ConditionReady is True when every workload the Broker wants runs
+	// or has finished; False says why not (its reason).
+	ConditionReady = "Ready"
 )
 
 // Reasons of those conditions.
@@ -164,8 +172,26 @@ const (
 	ReasonCreated            = "Created"
 	ReasonCreateFailed       = "CreateFailed"
 	// ReasonNameTaken: an object of the workload's name exists that the
-	// Broker does not own; it is left alone.
+	// Broker does not own; it is left alone, and not asked for again
+	// while it is there.
 	ReasonNameTaken = "NameTaken"
+	ReasonReady     = "Ready"
+	// ReasonNoSuchPool: no node serves the pool (no Instance, node
+	// resource or ResourceSlice of it).
+	ReasonNoSuchPool = "NoSuchPool"
+	// ReasonNoDeviceSelected: the pool has devices, the selector none.
+	ReasonNoDeviceSelected = "NoDeviceSelected"
+	// ReasonNotEnoughDevices: the Pool strategy's count is more than the
+	// selected devices.
+	ReasonNotEnoughDevices = "NotEnoughDevices"
+	// ReasonNoDeviceClass: the DeviceClass a DRA pool's claims request
+	// does not exist.
+	ReasonNoDeviceClass = "NoDeviceClass"
+	// ReasonTooManyContainers: a Deployment's pod has more containers,
+	// each taking a slot, than its device has slots.
+	ReasonTooManyContainers = "TooManyContainers"
+	// ReasonPending: workloads are made, some with no pod running yet.
+	ReasonPending = "Pending"
 )
 
 // fromUnstructured reads a Broker object.
@@ -187,11 +213,3 @@ func (s *Spec) strategy() Strategy {
 
 // count is the Pool strategy's devices per workload.
 func (s *Spec) count() int { return max(s.Count, 1) }
-
-// kind is the workloads' kind.
-func (s *Spec) kind() string {
-	if s.Job != nil {
-		return "Job"
-	}
-	return "Deployment"
-}

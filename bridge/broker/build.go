@@ -26,21 +26,41 @@ import (
 // served through DRA.
 const claimName = "cdi-devices"
 
-// maxPrefix keeps a device's workload name, "<broker>-<10 hex digits>",
-// within the 63 characters of a label value and a Service's name.
-const maxPrefix = 63 - 11
+// maxName is the longest name of an object the controller makes: a label
+// value's and a Service's (a DNS label).
+const maxName = 63
+
+// maxPrefix keeps a device's workload name, "<prefix>-<10 hex digits>",
+// within maxName.
+const maxPrefix = maxName - 11
 
 // workloadName is the name of the Broker's workload (and Service and
 // claim template) for the device of key, or for the pool when key is
 // empty. It is decided by the Broker and the device alone, so that a
 // second create of it, by a restarted or a new leader, fails instead of
-// making a twin.
+// making a twin; and two Brokers' names never meet: a Broker's name too
+// long to precede the device's hash whole is cut and given a hash of its
+// own (brokerPrefix).
 func workloadName(broker, key string) string {
 	if key == "" {
+		return brokerPrefix(broker, maxName)
+	}
+	return strings.TrimRight(brokerPrefix(broker, maxPrefix), "-") + "-" + hex10(key)
+}
+
+// brokerPrefix is broker if it has at most room characters, else its
+// first characters and a hash of it all, room characters in all.
+func brokerPrefix(broker string, room int) string {
+	if len(broker) <= room {
 		return broker
 	}
-	sum := sha256.Sum256([]byte(key))
-	return strings.TrimRight(broker[:min(len(broker), maxPrefix)], "-") + "-" + hex.EncodeToString(sum[:])[:10]
+	return strings.TrimRight(broker[:room-11], "-") + "-" + hex10(broker)
+}
+
+// hex10 is the first 10 hex digits of s's SHA-256.
+func hex10(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])[:10]
 }
 
 // hashOf is a short hash of v as JSON: what AnnotationHash holds.
@@ -85,30 +105,46 @@ func (b builder) meta(br *Broker, u unit, name string) metav1.ObjectMeta {
 	}}}
 }
 
-// job is u's Job.
+// job is u's Job, with the finalizer that keeps it, finished, as the
+// record of its result (FinalizerResult). Its hash is of what makes it,
+// so that only a change of that makes it anew.
 func (b builder) job(br *Broker, u unit) *batchv1.Job {
 	spec := br.Spec.Job.DeepCopy()
 	b.podTemplate(br, u, &spec.Template)
 	j := &batchv1.Job{ObjectMeta: b.meta(br, u, u.name), Spec: *spec}
-	j.Labels[LabelGeneration] = strconv.FormatInt(br.Generation, 10)
+	j.Finalizers = []string{FinalizerResult}
+	j.Annotations = map[string]string{AnnotationHash: hashOf([]any{j.Labels, j.Spec})}
 	return j
 }
 
 // deployment is u's Deployment. Of a device, it runs at most as many
-// pods as the device has slots: more would wait for ever.
+// pods as the device's slots allow (replicas): more would wait for ever.
 func (b builder) deployment(br *Broker, u unit) *appsv1.Deployment {
 	tpl := br.Spec.Deployment
-	replicas := ptr.Deref(tpl.Replicas, 1)
-	if u.device != nil {
-		replicas = min(replicas, int32(u.device.Capacity))
-	}
+	replicas := b.replicas(br, u)
 	d := &appsv1.Deployment{ObjectMeta: b.meta(br, u, u.name), Spec: appsv1.DeploymentSpec{
-		Replicas: &replicas, Strategy: tpl.Strategy, Template: *tpl.Template.DeepCopy(),
+		Replicas: &replicas, Strategy: *tpl.Strategy.DeepCopy(), Template: *tpl.Template.DeepCopy(),
 		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{LabelWorkload: u.name}},
 	}}
 	b.podTemplate(br, u, &d.Spec.Template)
 	d.Annotations = map[string]string{AnnotationHash: hashOf([]any{d.Labels, d.Spec})}
 	return d
+}
+
+// replicas is how many pods u's Deployment runs: the template's, and of
+// a device served by device plugins at most its slots divided by the
+// containers of a pod, each of which takes one (podTemplate); through
+// DRA the pod's containers share its one claim.
+func (b builder) replicas(br *Broker, u unit) int32 {
+	want := ptr.Deref(br.Spec.Deployment.Replicas, 1)
+	if u.device == nil {
+		return want
+	}
+	perPod := 1
+	if !b.dra[br.Spec.Pool] {
+		perPod = max(len(br.Spec.Deployment.Template.Spec.Containers), 1)
+	}
+	return min(want, int32(u.device.Capacity/perPod))
 }
 
 // service is a Service of the Broker's, named name, over the pods

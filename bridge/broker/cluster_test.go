@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 
 	"github.com/cdiexec/cdi/bridge/discovery"
@@ -83,9 +85,29 @@ func (h *harness) deviceID(t *testing.T, key string) string {
 	return "?" + key
 }
 
-func allStates(want State, ids ...string) func(*Broker) bool {
-	return func(br *Broker) bool {
-		s := states(br)
+// states is the states of the Broker's workloads, by device ID, as
+// their Jobs and Deployments say.
+func (h *harness) states(t *testing.T, broker string) map[string]State {
+	t.Helper()
+	out := map[string]State{}
+	for id, j := range h.jobs(t, broker) {
+		out[id] = jobState(&j)
+	}
+	l, err := h.Client.AppsV1().Deployments(h.Namespace).List(t.Context(), metav1.ListOptions{LabelSelector: LabelBroker + "=" + broker})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range l.Items {
+		out[h.deviceID(t, d.Labels[LabelDevice])] = deploymentState(&d)
+	}
+	return out
+}
+
+// allStates is a wait for the Broker's workloads of ids, and no other,
+// to be in state want.
+func (h *harness) allStates(t *testing.T, broker string, want State, ids ...string) func(*Broker) bool {
+	return func(*Broker) bool {
+		s := h.states(t, broker)
 		if len(s) != len(ids) {
 			return false
 		}
@@ -113,38 +135,51 @@ func checkJobRequests(t *testing.T, pods []corev1.Pod) {
 
 func testJobs(t *testing.T, h *harness) {
 	h.create(t, jobsBroker("inventory", vanishGrace))
-	h.waitBroker(t, "", "inventory", "a Job Active per camera", allStates(Active, "lobby", "dock"))
+	h.waitBroker(t, "", "inventory", "a Job per camera", h.allStates(t, "inventory", Pending, "lobby", "dock"))
 	jobs := h.jobs(t, "inventory")
 	for id, j := range jobs {
 		ref := metav1.GetControllerOf(&j)
-		if ref == nil || ref.Kind != Kind || ref.Name != "inventory" || j.Labels[LabelPool] != testPool || j.Labels[LabelGeneration] != "1" {
-			t.Errorf("Job of %s: owner %+v, labels %v", id, ref, j.Labels)
+		if ref == nil || ref.Kind != Kind || ref.Name != "inventory" || j.Labels[LabelPool] != testPool ||
+			j.Annotations[AnnotationHash] == "" || !slices.Contains(j.Finalizers, FinalizerResult) {
+			t.Errorf("Job of %s: owner %+v, labels %v, annotations %v, finalizers %v", id, ref, j.Labels, j.Annotations, j.Finalizers)
 		}
 	}
 	pods := h.waitPods(t, LabelBroker+"=inventory", 2, "scheduled", scheduled)
 	checkJobRequests(t, pods)
 	h.succeed(t, pods)
-	br := h.waitBroker(t, "", "inventory", "both Completed", allStates(Completed, "lobby", "dock"))
-	if br.Status.Completed != 2 || br.Status.Devices != 2 || condition(br, ConditionCreated).Status != metav1.ConditionTrue {
+	br := h.waitBroker(t, "", "inventory", "both Completed", func(br *Broker) bool { return br.Status.Completed == 2 })
+	if br.Status.Devices != 2 || br.Status.Workloads != 2 || condition(br, ConditionCreated).Status != metav1.ConditionTrue ||
+		condition(br, ConditionReady).Status != metav1.ConditionTrue {
 		t.Errorf("status %+v", br.Status)
 	}
-	// Deleted as ttlSecondsAfterFinished would: not run again.
+	// Deleted as ttlSecondsAfterFinished does (in the foreground): kept
+	// as the record of their result, not run again.
 	for _, j := range jobs {
-		if err := h.Client.BatchV1().Jobs(h.Namespace).Delete(t.Context(), j.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}); err != nil {
+		if err := h.Client.BatchV1().Jobs(h.Namespace).Delete(t.Context(), j.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	h.update(t, "inventory", func(s *Spec) { s.Selector = &Selector{Properties: map[string]string{"site": "lab"}} })
-	h.waitBroker(t, "", "inventory", "run again for generation 2", func(br *Broker) bool {
-		return allStates(Active, "lobby", "dock")(br) && br.Status.Workloads[0].Generation == 2
-	})
+	h.update(t, "inventory", func(s *Spec) { s.DeletionGraceSeconds = ptr.To[int64](vanishGrace + 1) })
+	h.waitBroker(t, "", "inventory", "a look at generation 2", func(br *Broker) bool { return br.Status.ObservedGeneration == 2 })
+	h.update(t, "inventory", func(s *Spec) { s.DeletionGraceSeconds = ptr.To[int64](vanishGrace) })
+	h.waitBroker(t, "", "inventory", "a look at generation 3", func(br *Broker) bool { return br.Status.ObservedGeneration == 3 })
 	for id, j := range h.jobs(t, "inventory") {
-		if j.Labels[LabelGeneration] != "2" || j.UID == jobs[id].UID {
-			t.Errorf("Job of %s after the change: generation %s, UID %s (before %s)", id, j.Labels[LabelGeneration], j.UID, jobs[id].UID)
+		if j.UID != jobs[id].UID || j.DeletionTimestamp == nil || jobState(&j) != Completed {
+			t.Errorf("Job of %s after its deletion and two spec edits: UID %s (before %s), deleted %v, %s; want the same, Completed",
+				id, j.UID, jobs[id].UID, j.DeletionTimestamp, jobState(&j))
 		}
 	}
-	h.succeed(t, h.waitPods(t, LabelBroker+"=inventory", 2, "scheduled", scheduled))
-	h.waitBroker(t, "", "inventory", "both Completed again", allStates(Completed, "lobby", "dock"))
+	h.update(t, "inventory", func(s *Spec) {
+		s.Job.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "RUN", Value: "2"}}
+	})
+	h.waitBroker(t, "", "inventory", "run again for the changed template", func(*Broker) bool {
+		now := h.jobs(t, "inventory")
+		return len(now) == 2 && now["lobby"].UID != jobs["lobby"].UID && now["dock"].UID != jobs["dock"].UID
+	})
+	h.succeed(t, h.waitPods(t, LabelBroker+"=inventory", 2, "scheduled", func(p *corev1.Pod) bool {
+		return scheduled(p) && p.Status.Phase != corev1.PodSucceeded
+	}))
+	h.waitBroker(t, "", "inventory", "both Completed again", h.allStates(t, "inventory", Completed, "lobby", "dock"))
 }
 
 // vanishGrace is the grace of testJobs' Broker: short enough to wait
@@ -154,30 +189,28 @@ const vanishGrace = 15
 func testVanish(t *testing.T, h *harness) {
 	before := h.jobs(t, "inventory")["dock"]
 	h.store.set("dock")
-	br := h.waitBroker(t, "", "inventory", "dock gone since", func(br *Broker) bool {
-		for _, w := range br.Status.Workloads {
-			if w.DeviceID == "dock" && w.GoneSince != nil {
-				return true
-			}
-		}
-		return false
+	br := h.waitBroker(t, "", "inventory", "dock gone since, on its Job", func(br *Broker) bool {
+		_, ok := h.jobs(t, "inventory")["dock"].Annotations[AnnotationGoneSince]
+		return ok && br.Status.Devices == 1
 	})
-	if _, ok := h.jobs(t, "inventory")["dock"]; !ok || br.Status.Devices != 1 {
-		t.Errorf("within the grace: dock's Job kept %v, devices %d", ok, br.Status.Devices)
+	if br.Status.Workloads != 2 || br.Status.Completed != 2 {
+		t.Errorf("within the grace: %+v, want dock's Job still counted", br.Status)
 	}
-	h.waitBroker(t, "", "inventory", "dock's workload gone after the grace", func(br *Broker) bool { return len(br.Status.Workloads) == 1 })
-	if _, ok := h.jobs(t, "inventory")["dock"]; ok {
-		t.Error("dock's Job is still there after the grace")
-	}
+	h.waitBroker(t, "", "inventory", "dock's workload gone after the grace", func(br *Broker) bool {
+		_, ok := h.jobs(t, "inventory")["dock"]
+		return br.Status.Workloads == 1 && !ok
+	})
 	h.store.set("dock", clusterNode)
-	h.waitBroker(t, "", "inventory", "dock's Job made again", func(br *Broker) bool { return states(br)["dock"] == Active })
+	h.waitBroker(t, "", "inventory", "dock's Job made again", func(*Broker) bool { return h.states(t, "inventory")["dock"] == Pending })
 	if after := h.jobs(t, "inventory")["dock"]; after.UID == before.UID || after.UID == "" {
 		t.Errorf("dock's Job %s, before %s: want a new one", after.UID, before.UID)
 	}
 	h.succeed(t, h.waitPods(t, LabelDevice+"="+before.Labels[LabelDevice], 1, "scheduled", func(p *corev1.Pod) bool {
 		return scheduled(p) && p.Status.Phase != corev1.PodSucceeded
 	}))
-	h.waitBroker(t, "", "inventory", "both Completed", allStates(Completed, "lobby", "dock"))
+	h.waitBroker(t, "", "inventory", "both Completed, said so", func(br *Broker) bool {
+		return br.Status.Completed == 2 && h.allStates(t, "inventory", Completed, "lobby", "dock")(br)
+	})
 }
 
 // testRestart starts a new controller, as a new leader would, and checks
@@ -207,7 +240,7 @@ func testDeployments(t *testing.T, h *harness) {
 	br.Spec.Services = &Services{PerDevice: &corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 8554}}},
 		Pool: &corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{{Port: 8554}}}}
 	h.create(t, br)
-	h.waitBroker(t, "", "frames", "a Deployment per camera", allStates(Active, "lobby", "dock"))
+	h.waitBroker(t, "", "frames", "a Deployment per camera", h.allStates(t, "frames", Pending, "lobby", "dock"))
 	pods := h.waitPods(t, LabelBroker+"=frames", 4, "scheduled, two per camera (its capacity)", scheduled)
 	checkJobRequests(t, pods)
 	perDevice := map[string]int{}
@@ -252,12 +285,12 @@ func testUnhealthy(t *testing.T, h *harness) {
 	}
 	before := deps()
 	h.offer(t, map[string]int64{"cdi.local/" + dock: 0})
-	h.waitBroker(t, "", "frames", "the dock's Deployment gone", allStates(Active, "lobby"))
+	h.waitBroker(t, "", "frames", "the dock's Deployment gone", h.allStates(t, "frames", Pending, "lobby"))
 	if after := deps(); len(after) != 1 || after["lobby"] != before["lobby"] {
 		t.Errorf("Deployments %v, before %v: want the lobby's alone, the same", after, before)
 	}
 	h.offer(t, map[string]int64{"cdi.local/" + dock: 2})
-	h.waitBroker(t, "", "frames", "the dock's Deployment back", allStates(Active, "lobby", "dock"))
+	h.waitBroker(t, "", "frames", "the dock's Deployment back", h.allStates(t, "frames", Pending, "lobby", "dock"))
 }
 
 // deleteBroker deletes a Broker and waits until the garbage collector
@@ -301,9 +334,9 @@ func testPoolWorkload(t *testing.T, h *harness) {
 	if q := pods[0].Spec.Containers[0].Resources.Limits["cdi.local/"+testPool]; q.Value() != 2 {
 		t.Errorf("the pod's limits %v, want %s: 2", pods[0].Spec.Containers[0].Resources.Limits, testPool)
 	}
-	got := h.waitBroker(t, "", "pair", "the pool's workload", func(br *Broker) bool { return len(br.Status.Workloads) == 1 })
-	if w := got.Status.Workloads[0]; w.Name != "pair" || w.Kind != "Deployment" || w.Device != "" {
-		t.Errorf("workload %+v", w)
+	h.waitBroker(t, "", "pair", "the pool's workload", func(br *Broker) bool { return br.Status.Workloads == 1 })
+	if d, err := h.Client.AppsV1().Deployments(h.Namespace).Get(t.Context(), "pair", metav1.GetOptions{}); err != nil || d.Labels[LabelDevice] != "" {
+		t.Errorf("the pool's Deployment pair: %v, %v", err, d.Labels)
 	}
 	h.deleteBroker(t, "pair")
 }
@@ -335,8 +368,9 @@ func testCreateFailed(t *testing.T, h *harness) {
 	got := h.waitBroker(t, "", "refused", "Created False", func(br *Broker) bool {
 		return condition(br, ConditionCreated).Status == metav1.ConditionFalse
 	})
-	if c := condition(got, ConditionCreated); c.Reason != ReasonCreateFailed || len(got.Status.Workloads) != 0 {
-		t.Errorf("Created %+v, workloads %+v: want CreateFailed and none", c, got.Status.Workloads)
+	if c, r := condition(got, ConditionCreated), condition(got, ConditionReady); c.Reason != ReasonCreateFailed ||
+		r.Reason != ReasonCreateFailed || got.Status.Pending != 2 || len(h.jobs(t, "refused")) != 0 {
+		t.Errorf("Created %+v, Ready %+v, status %+v: want CreateFailed, two workloads Pending, no Job", c, r, got.Status)
 	}
 	lobby := instance.Name(testPool, "lobby", "", true)
 	taken := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: workloadName("taken", lobby)}, Spec: *jobsBroker("x", 1).Spec.Job.DeepCopy()}
@@ -345,11 +379,11 @@ func testCreateFailed(t *testing.T, h *harness) {
 		t.Fatal(err)
 	}
 	h.create(t, jobsBroker("taken", 60))
-	got = h.waitBroker(t, "", "taken", "NameTaken, the dock's Job made", func(br *Broker) bool {
-		return condition(br, ConditionCreated).Reason == ReasonNameTaken && states(br)["dock"] == Active
+	h.waitBroker(t, "", "taken", "NameTaken, the dock's Job made", func(br *Broker) bool {
+		return condition(br, ConditionCreated).Reason == ReasonNameTaken && h.states(t, "taken")["dock"] == Pending
 	})
-	if _, ok := states(got)["lobby"]; ok {
-		t.Errorf("workloads %+v: the lobby's is someone else's Job", got.Status.Workloads)
+	if _, ok := h.states(t, "taken")["lobby"]; ok {
+		t.Errorf("the lobby's Job is made, though its name is someone else's Job's")
 	}
 	if j, err := h.Client.BatchV1().Jobs(h.Namespace).Get(t.Context(), taken.Name, metav1.GetOptions{}); err != nil || j.UID != taken.UID || len(j.OwnerReferences) != 0 {
 		t.Errorf("someone else's Job %s: %v, %+v", taken.Name, err, j)
@@ -390,7 +424,7 @@ func testFailover(t *testing.T, h *harness) {
 	first := <-paused
 	t.Logf("A paused before: %s", first)
 	stopB := h.run(t, nil, nil)
-	h.waitBroker(t, "", "failover", "B made every Job", allStates(Active, "lobby", "dock", "gate"))
+	h.waitBroker(t, "", "failover", "B made every Job", h.allStates(t, "failover", Pending, "lobby", "dock", "gate"))
 	before := h.jobs(t, "failover")
 	stopWatch := h.watchJobs(t, "failover")
 	release <- struct{}{}
@@ -446,28 +480,44 @@ func (h *harness) waitLooked(t *testing.T, l *looks, key string, n int) {
 }
 
 // watchJobs records the Broker's Jobs' creations and deletions until
-// the returned stop, which returns them.
+// the returned stop, which returns them, and the watch's failure or end
+// before its stop: a watch that failed is no proof that nothing
+// changed. It watches from the API server's cache as the cache is
+// (resourceVersion 0): a watch from now waits for the cache to be as
+// new as etcd, and fails after 3 s ("Too large resource version") when
+// no Job's event has made the Jobs' cache so.
 func (h *harness) watchJobs(t *testing.T, broker string) func() []string {
 	t.Helper()
-	w, err := h.Client.BatchV1().Jobs(h.Namespace).Watch(t.Context(), metav1.ListOptions{LabelSelector: LabelBroker + "=" + broker})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var seen []string
-	done := make(chan struct{})
 	initial := map[string]bool{}
 	for _, j := range h.jobs(t, broker) {
 		initial[string(j.UID)] = true
 	}
+	w, err := h.Client.BatchV1().Jobs(h.Namespace).Watch(t.Context(),
+		metav1.ListOptions{LabelSelector: LabelBroker + "=" + broker, ResourceVersion: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	var stopped atomic.Bool
+	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for ev := range w.ResultChan() {
-			if j, ok := ev.Object.(*batchv1.Job); ok && (ev.Type == "DELETED" || ev.Type == "ADDED" && !initial[string(j.UID)]) {
+			j, ok := ev.Object.(*batchv1.Job)
+			switch {
+			case stopped.Load():
+				// the stop's own end of the stream
+			case ev.Type == watch.Error:
+				seen = append(seen, fmt.Sprintf("ERROR %v", apierrors.FromObject(ev.Object)))
+			case ok && (ev.Type == watch.Deleted || ev.Type == watch.Added && !initial[string(j.UID)]):
 				seen = append(seen, fmt.Sprintf("%s %s %s", ev.Type, j.Name, j.UID))
 			}
 		}
+		if !stopped.Load() {
+			seen = append(seen, "the watch ended before its stop")
+		}
 	}()
-	return func() []string { w.Stop(); <-done; return seen }
+	return func() []string { stopped.Store(true); w.Stop(); <-done; return seen }
 }
 
 // testDRA publishes two terminals of node n1 as the bridge would, and
@@ -489,10 +539,10 @@ func testDRA(t *testing.T, h *harness) {
 	br := jobsBroker("ttys", 60)
 	br.Spec.Pool = "tty-generic"
 	h.create(t, br)
-	got := h.waitBroker(t, "", "ttys", "a Job per terminal", allStates(Active, "tty13", "tty14"))
+	h.waitBroker(t, "", "ttys", "a Job per terminal", func(br *Broker) bool { return br.Status.Workloads == 2 && len(h.jobs(t, "ttys")) == 2 })
 	ids := map[string]string{}
-	for _, w := range got.Status.Workloads {
-		ids[w.Device] = w.DeviceID
+	for _, id := range []string{"tty13", "tty14"} {
+		ids[instance.Name("tty-generic", id, clusterNode, false)] = id
 	}
 	for _, p := range h.waitPods(t, LabelBroker+"=ttys", 2, "scheduled", scheduled) {
 		claim := h.AllocatedClaim(t, &p)

@@ -9,9 +9,11 @@ import (
 	"sync"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/cdiexec/cdi/bridge/elected"
@@ -31,9 +33,6 @@ const (
 	devicesPoll = 30 * time.Second
 	// resyncEvery looks at every Broker, whatever happened.
 	resyncEvery = 10 * time.Minute
-	// nameTakenRetry is when a Broker whose workload's name another
-	// object has is looked at again.
-	nameTakenRetry = 10 * time.Second
 	// retryFirst and retryMax bound the retries of a Broker whose look
 	// failed (the API server unreachable, a status write that conflicted).
 	retryFirst = time.Second
@@ -52,6 +51,9 @@ type Config struct {
 	Client kubernetes.Interface
 	// Dynamic reads the Brokers and writes their status.
 	Dynamic dynamic.Interface
+	// Metadata reads the names of every object of the kinds it makes in
+	// the namespaces served, its own or not (names).
+	Metadata metadata.Interface
 	// Namespaces are those whose Brokers are acted on, where the bridge
 	// may write workloads; a Broker elsewhere is told so in its status.
 	Namespaces []string
@@ -82,8 +84,8 @@ type Controller struct {
 
 // New checks cfg.
 func New(cfg Config) (*Controller, error) {
-	if cfg.Client == nil || cfg.Dynamic == nil || cfg.Domain == "" || len(cfg.Namespaces) == 0 {
-		return nil, fmt.Errorf("%w: Client, Dynamic, Domain and Namespaces are required", ErrConfig)
+	if cfg.Client == nil || cfg.Dynamic == nil || cfg.Metadata == nil || cfg.Domain == "" || len(cfg.Namespaces) == 0 {
+		return nil, fmt.Errorf("%w: Client, Dynamic, Metadata, Domain and Namespaces are required", ErrConfig)
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -138,29 +140,38 @@ func (r *run) next(ctx context.Context) bool {
 		return false
 	}
 	defer r.queue.Done(key)
+	r.releaseOrphans(ctx, key)
 	br, err := r.broker(key)
-	if br == nil || err != nil {
-		if err != nil {
-			r.log.Error("reading a Broker", "broker", key, "error", err)
-		}
-		r.queue.Forget(key)
+	if err != nil {
+		err = r.unreadable(ctx, key, err)
+	}
+	if br == nil {
+		r.after(ctx, key, 0, err)
 		return true
 	}
 	again, err := r.reconcile(ctx, br)
+	r.after(ctx, key, again, err)
+	return true
+}
+
+// after queues key again: with the queue's backoff for an error, and
+// after again in any case (the queue keeps the sooner of the two).
+func (r *run) after(ctx context.Context, key string, again time.Duration, err error) {
 	if r.afterLook != nil {
 		r.afterLook(key, err)
 	}
-	switch {
-	case err != nil && ctx.Err() == nil:
-		r.log.Warn("acting on a Broker; will retry", "broker", key, "error", err)
-		r.queue.AddRateLimited(key)
-	case err == nil:
-		r.queue.Forget(key)
-		if again > 0 {
-			r.queue.AddAfter(key, again)
-		}
+	if ctx.Err() != nil {
+		return
 	}
-	return true
+	if err != nil {
+		r.log.Warn("acting on a Broker; will retry", "broker", key, "error", err, "retries", r.queue.NumRequeues(key))
+		r.queue.AddRateLimited(key)
+	} else {
+		r.queue.Forget(key)
+	}
+	if again > 0 {
+		r.queue.AddAfter(key, again)
+	}
 }
 
 // resync queues every Broker every resyncEvery, until ctx ends.
@@ -175,8 +186,29 @@ func (r *run) resync(ctx context.Context) {
 			for _, key := range r.brokers.GetIndexer().ListKeys() {
 				r.queue.Add(key)
 			}
+			for _, key := range r.heldJobsBrokers() {
+				r.queue.Add(key)
+			}
 		}
 	}
+}
+
+// heldJobsBrokers are the keys of the Brokers of the Jobs being deleted
+// that FinalizerResult holds: a Broker gone before this controller
+// started, or whose delete it missed, is looked at, and its Jobs let go.
+func (r *run) heldJobsBrokers() []string {
+	keys := map[string]bool{}
+	for ns, kinds := range r.workloads {
+		if kinds["Job"] == nil {
+			continue
+		}
+		for _, obj := range kinds["Job"].GetStore().List() {
+			if j, ok := obj.(*batchv1.Job); ok && j.DeletionTimestamp != nil && slices.Contains(j.Finalizers, FinalizerResult) {
+				keys[ns+"/"+j.Labels[LabelBroker]] = true
+			}
+		}
+	}
+	return sortedKeys(keys)
 }
 
 // watchDevices reads the devices when the store, the slices or the

@@ -96,12 +96,7 @@ var notProperties = map[string]bool{
 // it does while it is healthy. Of a DRA pool only the slices of its
 // newest generation count: older ones are on their way out.
 func fromSlices(slices []*resourceapi.ResourceSlice, driver string, dra map[string]bool) map[string][]Device {
-	newest := map[string]int64{}
-	for _, s := range slices {
-		if s.Spec.Driver == driver {
-			newest[s.Spec.Pool.Name] = max(newest[s.Spec.Pool.Name], s.Spec.Pool.Generation)
-		}
-	}
+	newest := newestGenerations(slices, driver)
 	out := map[string][]Device{}
 	seen := map[string]bool{}
 	for _, s := range slices {
@@ -220,4 +215,16 @@ func fingerprints(byPool map[string][]Device) map[string]string {
 		out[pool] = fingerprint(byPool[pool])
 	}
 	return out
+}
+
+// newestGenerations is the newest generation of each of driver's DRA
+// pools (the slices' pool names) among slices.
+func newestGenerations(slices []*resourceapi.ResourceSlice, driver string) map[string]int64 {
+	newest := map[string]int64{}
+	for _, s := range slices {
+		if s.Spec.Driver == driver {
+			newest[s.Spec.Pool.Name] = max(newest[s.Spec.Pool.Name], s.Spec.Pool.Generation)
+		}
+	}
+	return newest
 }

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
 	"github.com/cdiexec/cdi/bridge/elected"
@@ -121,7 +122,7 @@ func (w *writeCounter) take() map[string]int {
 }
 
 // harness is a cluster with the Job, Deployment, ReplicaSet, garbage
-// collector and claim controllers and the scheduler, a Node n1 that has
+// collector, claim and TTL-after-finished controllers and the scheduler, a Node n1 that has
 // the cameras' resources, and the controller's clients, whose writes it
 // counts.
 type harness struct {
@@ -146,7 +147,7 @@ func startHarness(t *testing.T) *harness {
 			t.Fatal(err)
 		}
 		return env
-	}, schedtest.WorkloadControllers+","+schedtest.ClaimControllers)
+	}, schedtest.WorkloadControllers+","+schedtest.ClaimControllers+","+schedtest.TTLAfterFinishedController)
 	h := &harness{Cluster: c, store: newFakeStore(), writes: &writeCounter{counts: map[string]int{}}}
 	var err error
 	if h.dyn, err = dynamic.NewForConfig(c.Env.Config); err != nil {
@@ -196,7 +197,11 @@ func startController(tb testing.TB, cfg *rest.Config, store elected.Store, names
 	if err != nil {
 		tb.Fatal(err)
 	}
-	c, err := New(Config{Client: client, Dynamic: dyn, Namespaces: namespaces, Domain: "cdi.local", DRAPools: draPools})
+	md, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c, err := New(Config{Client: client, Dynamic: dyn, Metadata: md, Namespaces: namespaces, Domain: "cdi.local", DRAPools: draPools})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -286,15 +291,6 @@ func (h *harness) update(t *testing.T, name string, change func(*Spec)) {
 	if _, err := r.Update(t.Context(), u, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// states is the Broker's workloads' states by device ID.
-func states(br *Broker) map[string]State {
-	out := map[string]State{}
-	for _, w := range br.Status.Workloads {
-		out[w.DeviceID] = w.State
-	}
-	return out
 }
 
 // condition is the Broker's condition of type typ.

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -16,13 +17,17 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/cdiexec/cdi/bridge/instance"
 )
 
 // Index names of the informers.
 const (
-	byPool   = "pool"   // a Broker's spec.pool
+	byPool   = "pool"   // a Broker's spec.pool; a slice's bridge pool
 	byBroker = "broker" // an object's LabelBroker
+	byDevice = "device" // a slice's devices' keys (instance.Name)
 )
 
 // run is the controller while its bridge leads: its informers, queue and
@@ -41,13 +46,19 @@ type run struct {
 	slices, nodes  cache.SharedIndexInformer
 	devicesChanged chan struct{}
 	recent         *recentWrites
+	gone           *goneClock
+	// names knows every object's name of the kinds made; classes is the
+	// informer of the DeviceClasses, nil without DRA pools.
+	names   *names
+	classes cache.SharedIndexInformer
+	events  events.EventRecorder
 }
 
 // start starts the informers, until ctx ends, and returns once each
 // holds its first list.
 func (c *Controller) start(ctx context.Context, store Instances) (*run, error) {
 	r := &run{Controller: c, store: store, queue: newQueue(), workloads: map[string]map[string]cache.SharedIndexInformer{},
-		devicesChanged: make(chan struct{}, 1), recent: newRecentWrites()}
+		devicesChanged: make(chan struct{}, 1), recent: newRecentWrites(), gone: newGoneClock()}
 	r.brokers = dynamicinformer.NewFilteredDynamicInformer(c.cfg.Dynamic, Resource, metav1.NamespaceAll, 0, cache.Indexers{
 		cache.NamespaceIndex: cache.MetaNamespaceIndexFunc, byPool: brokerPool}, nil).Informer()
 	if err := r.brokers.SetTransform(dropManagedFields); err != nil {
@@ -61,6 +72,14 @@ func (c *Controller) start(ctx context.Context, store Instances) (*run, error) {
 		return nil, err
 	}
 	synced := []cache.InformerSynced{r.brokers.HasSynced, nodes}
+	kinds := []string{"Job", "Deployment", "Service"}
+	if len(c.dra) > 0 {
+		kinds = append(kinds, "ResourceClaimTemplate")
+	}
+	var namesSynced []cache.InformerSynced
+	r.names, namesSynced = startNames(ctx, c.cfg.Metadata, sortedKeys(c.served), kinds, r.queue.Add)
+	synced = append(synced, namesSynced...)
+	r.events = r.startEvents(ctx)
 	for _, ns := range sortedKeys(c.served) {
 		s, err := r.startWorkloads(ctx, ns)
 		if err != nil {
@@ -82,22 +101,25 @@ func (c *Controller) start(ctx context.Context, store Instances) (*run, error) {
 	return r, nil
 }
 
-// brokerEvents queues a Broker when it is made or its spec changes;
-// the controller's own status writes change neither.
+// brokerEvents queues a Broker when it is made, its spec changes or it
+// is being deleted (the controller's own status writes do none of
+// these), and when it is gone: its Jobs kept as records are let go.
 func (r *run) brokerEvents() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { r.queueObject(obj) },
 		UpdateFunc: func(old, obj any) {
 			o, n := old.(metav1.Object), obj.(metav1.Object)
-			if o.GetGeneration() != n.GetGeneration() || o.GetUID() != n.GetUID() {
+			if o.GetGeneration() != n.GetGeneration() || o.GetUID() != n.GetUID() ||
+				(o.GetDeletionTimestamp() == nil) != (n.GetDeletionTimestamp() == nil) {
 				r.queueObject(obj)
 			}
 		},
+		DeleteFunc: func(obj any) { r.queueObject(obj) },
 	}
 }
 
 func (r *run) queueObject(obj any) {
-	if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
+	if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
 		r.queue.Add(key)
 	}
 }
@@ -142,7 +164,17 @@ func (r *run) workloadEvents() cache.ResourceEventHandler {
 			r.queue.AddAfter(m.GetNamespace()+"/"+m.GetLabels()[LabelBroker], workloadSettle)
 		}
 	}
-	return cache.ResourceEventHandlerFuncs{AddFunc: queue, UpdateFunc: func(_, obj any) { queue(obj) }, DeleteFunc: queue}
+	gone := func(obj any) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		if m, ok := obj.(metav1.Object); ok {
+			r.recent.forget(kindOf(m), m)
+			r.gone.forget(m.GetUID())
+		}
+		queue(obj)
+	}
+	return cache.ResourceEventHandlerFuncs{AddFunc: queue, UpdateFunc: func(_, obj any) { queue(obj) }, DeleteFunc: gone}
 }
 
 // startSlices starts the informer of the driver's ResourceSlices.
@@ -152,11 +184,126 @@ func (r *run) startSlices(ctx context.Context) (cache.InformerSynced, error) {
 			o.FieldSelector = fields.OneTermEqualSelector("spec.driver", r.cfg.Domain).String()
 		}))
 	r.slices = f.Resource().V1().ResourceSlices().Informer()
+	if err := r.slices.AddIndexers(cache.Indexers{byDevice: r.sliceDevices, byPool: r.slicePool}); err != nil {
+		return nil, err
+	}
 	if _, err := r.slices.AddEventHandler(r.tellDevicesChanged()); err != nil {
 		return nil, err
 	}
+	classes := informers.NewSharedInformerFactoryWithOptions(r.cfg.Client, 0, informers.WithTransform(dropManagedFields))
+	r.classes = classes.Resource().V1().DeviceClasses().Informer()
 	f.Start(ctx.Done())
-	return r.slices.HasSynced, nil
+	classes.Start(ctx.Done())
+	return func() bool { return r.slices.HasSynced() && r.classes.HasSynced() }, nil
+}
+
+// sliceDevices indexes a ResourceSlice by its devices' keys.
+func (r *run) sliceDevices(obj any) ([]string, error) {
+	s, ok := obj.(*resourceapi.ResourceSlice)
+	if !ok {
+		return nil, nil
+	}
+	node := ""
+	if s.Spec.NodeName != nil {
+		node = *s.Spec.NodeName
+	}
+	var keys []string
+	for _, dev := range s.Spec.Devices {
+		if d, ok := sliceDevice(dev, r.cfg.Domain, node); ok {
+			keys = append(keys, d.Key)
+		}
+	}
+	return keys, nil
+}
+
+// slicePool indexes a ResourceSlice by the bridge's pool: a node's DRA
+// pool is <node>/<pool> (dradevices.PoolName), a shared one <pool>.
+func (r *run) slicePool(obj any) ([]string, error) {
+	s, ok := obj.(*resourceapi.ResourceSlice)
+	if !ok || s.Spec.Driver != r.cfg.Domain {
+		return nil, nil
+	}
+	name := s.Spec.Pool.Name
+	if i := strings.LastIndex(name, "/"); i >= 0 {
+		name = name[i+1:]
+	}
+	return []string{name}, nil
+}
+
+// poolServed says whether some node serves pool: a Node offers its
+// device plugins' resource <domain>/<pool> (none of it allocatable, may
+// be), or a ResourceSlice is of it.
+func (r *run) poolServed(pool string) bool {
+	if r.dra[pool] {
+		objs, err := r.slices.GetIndexer().ByIndex(byPool, pool)
+		return err == nil && len(objs) > 0
+	}
+	resource := corev1.ResourceName(r.cfg.Domain + "/" + pool)
+	for _, obj := range r.nodes.GetStore().List() {
+		if _, ok := obj.(*corev1.Node).Status.Allocatable[resource]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// classExists says whether DeviceClass name exists.
+func (r *run) classExists(name string) bool {
+	if r.classes == nil {
+		return false
+	}
+	_, ok, err := r.classes.GetStore().GetByKey(name)
+	return ok && err == nil
+}
+
+// devicePresent says whether the device of key is among pool's now, as
+// devices reads them, looking at that device alone: its Instance (the
+// store's Get, when it has one) or the slices that list it.
+func (r *run) devicePresent(pool, key string) bool {
+	if r.dra[pool] {
+		return r.sliceListsDevice(pool, key)
+	}
+	getter, ok := r.store.(interface {
+		Get(name string) (*instance.Instance, error)
+	})
+	if !ok {
+		byPool, err := r.devices(context.Background())
+		return err != nil || slices.ContainsFunc(byPool[pool], func(d Device) bool { return d.Key == key })
+	}
+	in, err := getter.Get(key)
+	if err != nil {
+		return true
+	}
+	return in != nil && len(fromInstances([]instance.Instance{*in}, r.cfg.Domain, r.allocatable)[pool]) > 0
+}
+
+// sliceListsDevice says whether a slice of pool's newest generation lists
+// the device of key: an older generation's, on its way out, may still.
+// A read that fails counts as listing it.
+func (r *run) sliceListsDevice(pool, key string) bool {
+	listing, err := r.slices.GetIndexer().ByIndex(byDevice, key)
+	if err != nil || len(listing) == 0 {
+		return err != nil
+	}
+	ofPool, err := r.slices.GetIndexer().ByIndex(byPool, pool)
+	if err != nil {
+		return true
+	}
+	newest := newestGenerations(typedSlices(ofPool), r.cfg.Domain)
+	return slices.ContainsFunc(typedSlices(listing), func(s *resourceapi.ResourceSlice) bool {
+		return s.Spec.Pool.Generation == newest[s.Spec.Pool.Name]
+	})
+}
+
+// typedSlices is the ResourceSlices among objs.
+func typedSlices(objs []any) []*resourceapi.ResourceSlice {
+	out := make([]*resourceapi.ResourceSlice, 0, len(objs))
+	for _, obj := range objs {
+		if s, ok := obj.(*resourceapi.ResourceSlice); ok {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // startNodes starts the informer of the Nodes, of which it keeps the
@@ -243,11 +390,7 @@ func (r *run) devices(ctx context.Context) (map[string][]Device, error) {
 		delete(byPool, pool)
 	}
 	if r.slices != nil {
-		var list []*resourceapi.ResourceSlice
-		for _, obj := range r.slices.GetStore().List() {
-			list = append(list, obj.(*resourceapi.ResourceSlice))
-		}
-		for pool, ds := range fromSlices(list, r.cfg.Domain, r.dra) {
+		for pool, ds := range fromSlices(typedSlices(r.slices.GetStore().List()), r.cfg.Domain, r.dra) {
 			byPool[pool] = ds
 		}
 	}

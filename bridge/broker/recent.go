@@ -55,6 +55,17 @@ func (w *recentWrites) removed(kind string, obj metav1.Object) {
 	w.deleted[obj.GetUID()] = time.Now()
 }
 
+// forget drops the write remembered of obj, whose informer lost it: it
+// is gone, or no longer carries the label the informer selects by. A
+// remembered write would show it as it was.
+func (w *recentWrites) forget(kind string, obj metav1.Object) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if r, ok := w.written[recentKey(kind, obj)]; ok && r.obj.GetUID() == obj.GetUID() {
+		delete(w.written, recentKey(kind, obj))
+	}
+}
+
 // view is the informer's objects of kind in ns (backing), as the
 // controller's recent writes leave them: a deleted one left out, a newer
 // version written put in its place, one made and not seen yet added.

@@ -13,39 +13,68 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 )
 
 // errInvalid is wrapped by validate's errors.
 var errInvalid = errors.New("the Broker cannot be met")
 
+// errWrites is wrapped by reconcile's error when writes failed: the
+// Broker is looked at again with the queue's backoff.
+var errWrites = errors.New("writes failed")
+
 // reconcile brings br's workloads to what it wants and writes its
 // status if that changed; it returns when to look again, zero for no
-// reason to.
+// reason to. Its error says the Broker is to be looked at again soon as
+// well: a write failed (errWrites), or the devices could not be read.
 func (r *run) reconcile(ctx context.Context, br *Broker) (time.Duration, error) {
+	if br.DeletionTimestamp != nil {
+		return 0, nil // its Jobs are let go (releaseOrphans); nothing new is made
+	}
 	if !r.served[br.Namespace] {
 		msg := fmt.Sprintf("the bridge acts on Brokers in namespaces %s only (its --broker-namespaces, the chart's brokers.namespaces)",
 			strings.Join(r.cfg.Namespaces, ", "))
-		return 0, r.writeStatus(ctx, br, r.refused(br, ReasonNamespaceNotServed, msg))
+		return 0, r.writeStatus(ctx, br, refused(br, ReasonNamespaceNotServed, msg))
 	}
 	if err := r.validate(br); err != nil {
-		return 0, r.writeStatus(ctx, br, r.refused(br, ReasonInvalid, err.Error()))
+		return 0, r.writeStatus(ctx, br, refused(br, ReasonInvalid, err.Error()))
 	}
 	byPool, err := r.devices(ctx)
 	if err != nil {
 		return 0, err
 	}
 	devices := byPool[br.Spec.Pool]
-	pl := planner{builder: builder{domain: r.cfg.Domain, dra: r.dra}, now: time.Now()}.plan(br, devices, r.owned(br))
+	p := planner{builder: builder{domain: r.cfg.Domain, dra: r.dra}, now: time.Now(), holder: r.names.holder, gone: r.gone}
+	pl := p.plan(br, devices, r.owned(br))
 	res := r.apply(ctx, br, pl)
 	if ctx.Err() != nil {
 		return 0, nil
 	}
-	again := pl.again
-	if res.retrySoon {
-		again = minPositive(again, nameTakenRetry)
+	r.names.watch(brokerKey(br), pl.nameFreed)
+	lk := look{selected: len(selectedOf(br, devices)), poolServed: len(devices) > 0 || r.poolServed(br.Spec.Pool)}
+	if r.dra[br.Spec.Pool] && !r.classExists(p.deviceClass(br)) {
+		lk.noClass = p.deviceClass(br)
 	}
-	return again, r.writeStatus(ctx, br, r.status(br, selectedCount(br, devices), pl.entries, res.problems))
+	again := pl.again
+	if again > 0 {
+		// Counted from the look's start: a look of 10,000 devices takes
+		// seconds, which a grace must not add to.
+		again = max(again-time.Since(p.now), time.Millisecond)
+	}
+	if res.retrySoon {
+		again = minPositive(again, retryFirst)
+	}
+	// The time to look again stands with an error too: a grace ends
+	// when it says, however far the backoff of failed writes has grown.
+	if err := r.writeStatus(ctx, br, r.status(br, lk, pl, res)); err != nil {
+		return again, err
+	}
+	r.tell(br, pl, res)
+	if len(res.problems) > 0 {
+		return again, fmt.Errorf("%w: %d, the first: %s", errWrites, len(res.problems), res.problems[0].msg)
+	}
+	return again, nil
 }
 
 // validate refuses what the CRD's schema cannot: a Broker whose spec
@@ -66,22 +95,25 @@ func (r *run) validate(br *Broker) error {
 	return nil
 }
 
-// applied is what apply met: problems to report, by unit, and whether a
-// name was taken (or the API server had an object the informer did not)
-// so that the Broker should be looked at again soon.
+// applied is what apply met: the writes that failed, and whether the
+// Broker should be looked at again soon (an object changed under a
+// patch, the device of a delete came back).
 type applied struct {
-	problems  []string
+	problems  []problem
 	retrySoon bool
+	counts    map[op]int
 }
 
 // apply makes pl's writes, in order. A delete that stands on a device's
-// absence first looks for the device once more: a leader that decided
-// on a view since changed (the device back, the lease lost to a leader
-// that saw it back) deletes nothing. A create that fails leaves its
-// unit without an entry; every failure is a problem for the status.
+// absence first looks for the device once more (and the letting go of a
+// Job's finalizer after it is made only if the delete was): a leader
+// that decided on a view
+// since changed (the device back, the lease lost to a leader that saw it
+// back) deletes nothing. A create that fails leaves its unit Pending;
+// every failure is a problem for the status.
 func (r *run) apply(ctx context.Context, br *Broker, pl plan) applied {
-	var res applied
-	counts := map[op]int{}
+	res := applied{counts: map[op]int{}}
+	back := map[string]bool{}
 	for _, a := range pl.actions {
 		if ctx.Err() != nil {
 			return res
@@ -89,62 +121,71 @@ func (r *run) apply(ctx context.Context, br *Broker, pl plan) applied {
 		if r.beforeWrite != nil {
 			r.beforeWrite(a)
 		}
-		if a.gone != "" && r.devicePresent(ctx, br.Spec.Pool, a.gone) {
-			r.log.Info("not deleting: the device is back", "broker", brokerKey(br), "device", a.gone, "object", a.String())
+		if a.gone != "" && (back[a.gone] || !a.follows && r.stillThere(ctx, br, a.gone)) {
+			back[a.gone] = true
+			res.retrySoon = true
+			r.log.Info("not deleting: the device is back", "broker", brokerKey(br), "device", a.gone, "write", a.String())
 			continue
 		}
-		err := r.write(ctx, a)
-		switch {
-		case err == nil:
-			counts[a.op]++
-			r.log.Debug("wrote", "broker", brokerKey(br), "write", a.String())
-		case a.op == remove && (apierrors.IsNotFound(err) || apierrors.IsConflict(err)):
-			// gone already, or another object of the name now
-		case a.op == create && apierrors.IsAlreadyExists(err):
-			res.retrySoon = true
-			// Someone else's, or one another leader made since this one
-			// looked: the next look, soon, tells which.
-			res.problems = append(res.problems, fmt.Sprintf("%s %s: a %s of that name exists that the Broker does not own",
-				ReasonNameTaken, a.obj.GetName(), kindOf(a.obj)))
-			dropEntry(pl, a)
-		default:
-			res.problems = append(res.problems, fmt.Sprintf("%s: %v", a, err))
-			dropEntry(pl, a)
-		}
+		r.applyOne(ctx, br, pl, a, &res)
 	}
-	if len(counts) > 0 {
-		r.log.Info("brought a Broker's workloads up to date", "broker", brokerKey(br),
-			"created", counts[create], "updated", counts[update], "deleted", counts[remove])
+	if len(res.counts) > 0 {
+		r.log.Info("brought a Broker's workloads up to date", "broker", brokerKey(br), "created", res.counts[create],
+			"updated", res.counts[update], "patched", res.counts[patch], "deleted", res.counts[remove])
 	}
 	return res
 }
 
-// dropEntry forgets the entry of the unit whose workload a failed create
-// was to make: it has none.
-func dropEntry(pl plan, a action) {
-	if !a.workload {
-		return
-	}
-	for key, e := range pl.entries {
-		if e.Name == a.obj.GetName() {
-			delete(pl.entries, key)
-		}
+// applyOne makes a and records what came of it in res.
+func (r *run) applyOne(ctx context.Context, br *Broker, pl plan, a action, res *applied) {
+	err := r.write(ctx, a)
+	switch {
+	case err == nil:
+		res.counts[a.op]++
+		r.log.Debug("wrote", "broker", brokerKey(br), "write", a.String())
+	case a.op == remove && (apierrors.IsNotFound(err) || apierrors.IsConflict(err)):
+		// gone already, or another object of the name now
+	case a.op == patch && (apierrors.IsNotFound(err) || apierrors.IsConflict(err)),
+		a.op == patch && apierrors.IsInvalid(err) && r.changedSince(ctx, a.obj):
+		// Changed since it was seen (a test of the patch failed with
+		// Invalid, as an admission policy's refusal does): the next look
+		// sees how.
+		res.retrySoon = true
+	case a.op == create && apierrors.IsAlreadyExists(err):
+		// Made by another leader since this one looked, or someone
+		// else's: the names' informer will tell.
+		res.retrySoon = true
+		markPending(pl, a)
+	default:
+		res.problems = append(res.problems, problem{ReasonCreateFailed, fmt.Sprintf("%s: %v", a, err)})
+		markPending(pl, a)
 	}
 }
 
-// devicePresent looks at the pool's devices once more; an error reading
-// them counts as present: nothing is deleted on a view that failed.
-func (r *run) devicePresent(ctx context.Context, pool, key string) bool {
+// markPending counts the unit whose workload a failed create was to
+// make as Pending: it has none.
+func markPending(pl plan, a action) {
+	if !a.workload {
+		return
+	}
+	if key, ok := a.obj.GetLabels()[LabelDevice]; ok {
+		pl.states[key] = Pending
+	} else if _, ok := pl.states[""]; ok {
+		pl.states[""] = Pending
+	}
+}
+
+// stillThere looks at the Broker's pool once more, for a write that
+// stands on gone being gone: a device's key, or poolGone for the Pool
+// strategy's Count devices. It reads the device alone (an index), or
+// the pool's devices for poolGone; a read that fails counts as there:
+// nothing is deleted on a view that failed.
+func (r *run) stillThere(ctx context.Context, br *Broker, gone string) bool {
+	if gone != poolGone {
+		return r.devicePresent(br.Spec.Pool, gone)
+	}
 	byPool, err := r.devices(ctx)
-	if err != nil {
-		return true
-	}
-	for _, d := range byPool[pool] {
-		if d.Key == key {
-			return true
-		}
-	}
-	return false
+	return err != nil || poolMet(br, byPool[br.Spec.Pool])
 }
 
 // write makes one write and remembers it (recentWrites). A delete is of
@@ -162,15 +203,45 @@ func (r *run) write(ctx context.Context, a action) error {
 		return err
 	}
 	got, err := r.createOrUpdate(ctx, a)
-	if err == nil {
+	switch {
+	case err != nil:
+	case got.GetDeletionTimestamp() != nil && len(got.GetFinalizers()) == 0:
+		// The write let its last finalizer go: the object is gone.
+		r.recent.removed(kind, got)
+	default:
 		r.recent.wrote(kind, got)
 	}
 	return err
 }
 
+// patchObject makes a's patch with the typed client of the object's
+// kind, and returns the object the API server answered.
+func (r *run) patchObject(ctx context.Context, a action) (metav1.Object, error) {
+	c, ns, name := r.cfg.Client, a.obj.GetNamespace(), a.obj.GetName()
+	pt := types.MergePatchType
+	if a.jsonPatch {
+		pt = types.JSONPatchType
+	}
+	opts := metav1.PatchOptions{}
+	switch a.obj.(type) {
+	case *batchv1.Job:
+		return c.BatchV1().Jobs(ns).Patch(ctx, name, pt, a.body, opts)
+	case *appsv1.Deployment:
+		return c.AppsV1().Deployments(ns).Patch(ctx, name, pt, a.body, opts)
+	case *corev1.Service:
+		return c.CoreV1().Services(ns).Patch(ctx, name, pt, a.body, opts)
+	case *resourceapi.ResourceClaimTemplate:
+		return c.ResourceV1().ResourceClaimTemplates(ns).Patch(ctx, name, pt, a.body, opts)
+	}
+	return nil, fmt.Errorf("patch of a %T", a.obj)
+}
+
 // createOrUpdate makes a create or an update with the typed client of
 // the object's kind, and returns the object the API server answered.
 func (r *run) createOrUpdate(ctx context.Context, a action) (metav1.Object, error) {
+	if a.op == patch {
+		return r.patchObject(ctx, a)
+	}
 	c, ns := r.cfg.Client, a.obj.GetNamespace()
 	cr, up := metav1.CreateOptions{}, metav1.UpdateOptions{}
 	switch o := a.obj.(type) {
@@ -193,6 +264,32 @@ func (r *run) createOrUpdate(ctx context.Context, a action) (metav1.Object, erro
 		return c.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, o, cr)
 	}
 	return nil, fmt.Errorf("%s of a %T", a.op, a.obj)
+}
+
+// changedSince says whether obj has changed since it was seen: another
+// resourceVersion, another object of the name, or none. A read that
+// fails (refused, no answer) says no: the write's failure is reported,
+// and retried with backoff.
+func (r *run) changedSince(ctx context.Context, obj metav1.Object) bool {
+	c, ns, name, opts := r.cfg.Client, obj.GetNamespace(), obj.GetName(), metav1.GetOptions{}
+	var now metav1.Object
+	var err error
+	switch obj.(type) {
+	case *batchv1.Job:
+		now, err = c.BatchV1().Jobs(ns).Get(ctx, name, opts)
+	case *appsv1.Deployment:
+		now, err = c.AppsV1().Deployments(ns).Get(ctx, name, opts)
+	case *corev1.Service:
+		now, err = c.CoreV1().Services(ns).Get(ctx, name, opts)
+	case *resourceapi.ResourceClaimTemplate:
+		now, err = c.ResourceV1().ResourceClaimTemplates(ns).Get(ctx, name, opts)
+	default:
+		return true
+	}
+	if err != nil {
+		return apierrors.IsNotFound(err)
+	}
+	return now.GetUID() != obj.GetUID() || now.GetResourceVersion() != obj.GetResourceVersion()
 }
 
 // remove deletes obj with the typed client of its kind.

@@ -71,7 +71,7 @@ func TestChartBrokers(t *testing.T) {
 			if keys := slices.Sorted(maps.Keys(got)); !slices.Equal(keys, want) {
 				t.Fatalf("objects %q, want %q", keys, want)
 			}
-			checkRules(t, got["ClusterRole "], shipped["ClusterRole "], true)
+			checkRules(t, got["ClusterRole "], shipped["ClusterRole "], dra)
 			for _, ns := range []string{"cams", "labs"} {
 				checkRules(t, got["Role "+ns], shipped["Role "], dra)
 				subjects, _, _ := unstructured.NestedSlice(got["RoleBinding "+ns].Object, "subjects")
@@ -150,9 +150,12 @@ func TestBrokersExamplesApply(t *testing.T) {
 // update of a Job anywhere (a Job is replaced, never changed).
 func brokersAccess(ns, served, other string) []access {
 	workloads := []access{
-		{"batch", "jobs", served, "", []string{"list", "watch", "create", "delete"}},
-		{"apps", "deployments", served, "", []string{"list", "watch", "create", "update", "delete"}},
-		{"", "services", served, "", []string{"list", "watch", "create", "update", "delete"}},
+		{"batch", "jobs", served, "", []string{"get", "list", "watch", "create", "patch", "delete"}},
+		{"apps", "deployments", served, "", []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+		{"", "services", served, "", []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+		{"events.k8s.io", "events", served, "", []string{"create", "patch"}},
+		{"events.k8s.io", "events", other, "", nil},
+		{"resource.k8s.io", "deviceclasses", "", "", nil},
 		{"cdi.local", "brokers", "", "", []string{"list", "watch"}},
 		{"cdi.local", "brokers", other, "b", []string{"list", "watch"}},
 		{"cdi.local", "brokers/status", other, "b", []string{"update"}},

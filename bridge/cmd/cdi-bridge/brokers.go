@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
 	"github.com/cdiexec/cdi/bridge/broker"
@@ -41,7 +42,11 @@ func brokerJob(o *options, api *kubeAccess, store instance.Store, log *slog.Logg
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	c, err := broker.New(broker.Config{Client: client, Dynamic: dyn, Namespaces: namespaces, Domain: o.domain,
+	md, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	c, err := broker.New(broker.Config{Client: client, Dynamic: dyn, Metadata: md, Namespaces: namespaces, Domain: o.domain,
 		DRAPools: slices.Sorted(maps.Keys(drafront.ParsePools(o.draPools))), Logger: log})
 	if err != nil {
 		return nil, err

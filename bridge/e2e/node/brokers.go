@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -20,6 +23,7 @@ import (
 
 	"github.com/cdiexec/cdi/bridge/broker"
 	"github.com/cdiexec/cdi/bridge/e2e/node/internal/report"
+	"github.com/cdiexec/cdi/bridge/instance"
 )
 
 const (
@@ -258,27 +262,81 @@ func allSucceeded(n int) func([]corev1.Pod) bool {
 	}
 }
 
-// statesOf is a Broker's workloads' states by device id.
-func statesOf(br *broker.Broker) map[string]broker.State {
+// statesOf is a Broker's workloads' states by device id, ids naming the
+// devices it may have, as its Jobs and Deployments say.
+func (b *brokers) statesOf(t testing.TB, name string, ids []string) map[string]broker.State {
+	t.Helper()
+	byKey := map[string]string{}
+	for _, id := range ids {
+		byKey[deviceKey(id)] = id
+	}
+	sel := metav1.ListOptions{LabelSelector: broker.LabelBroker + "=" + name}
+	jobs, err := b.c.Client.BatchV1().Jobs(PodNamespace).List(t.Context(), sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps, err := b.c.Client.AppsV1().Deployments(PodNamespace).List(t.Context(), sel)
+	if err != nil {
+		t.Fatal(err)
+	}
 	out := map[string]broker.State{}
-	for _, w := range br.Status.Workloads {
-		out[w.DeviceID] = w.State
+	for _, j := range jobs.Items {
+		out[idOf(byKey, j.Labels[broker.LabelDevice])] = jobState(&j)
+	}
+	for _, d := range deps.Items {
+		out[idOf(byKey, d.Labels[broker.LabelDevice])] = deploymentState(&d)
 	}
 	return out
 }
 
-// every is whether the Broker has a workload for each of ids, each in
-// state want, made for generation gen or later, and no other.
-func every(want broker.State, gen int64, ids ...string) func(*broker.Broker) bool {
-	return func(br *broker.Broker) bool {
-		if len(br.Status.Workloads) != len(ids) {
-			return false
+// deviceKey is the device key (Instance name) of a device id of the
+// node's: a terminal of the DRA pool, or a camera, which is shared.
+func deviceKey(id string) string {
+	if strings.HasPrefix(id, "tty") {
+		return instance.Name(draPool, id, Name, false)
+	}
+	return instance.Name("camera-endpoint", id, "", true)
+}
+
+// idOf is the id of key in byKey, "?"+key when it is none of them.
+func idOf(byKey map[string]string, key string) string {
+	if id, ok := byKey[key]; ok {
+		return id
+	}
+	return "?" + key
+}
+
+// jobState is a Job's state as the Broker counts it.
+func jobState(j *batchv1.Job) broker.State {
+	for _, c := range j.Status.Conditions {
+		if c.Status == corev1.ConditionTrue && c.Type == batchv1.JobFailed {
+			return broker.Failed
 		}
-		s := statesOf(br)
-		for _, w := range br.Status.Workloads {
-			if w.Generation < gen {
-				return false
-			}
+		if c.Status == corev1.ConditionTrue && c.Type == batchv1.JobComplete {
+			return broker.Completed
+		}
+	}
+	if j.Status.Ready != nil && *j.Status.Ready > 0 {
+		return broker.Active
+	}
+	return broker.Pending
+}
+
+// deploymentState is a Deployment's state as the Broker counts it.
+func deploymentState(d *appsv1.Deployment) broker.State {
+	if d.Status.AvailableReplicas > 0 {
+		return broker.Active
+	}
+	return broker.Pending
+}
+
+// every is whether the Broker has a workload for each of ids, each in
+// state want, and no other.
+func (b *brokers) every(t testing.TB, name string, want broker.State, ids ...string) func(*broker.Broker) bool {
+	return func(*broker.Broker) bool {
+		s := b.statesOf(t, name, ids)
+		if len(s) != len(ids) {
+			return false
 		}
 		for _, id := range ids {
 			if s[id] != want {

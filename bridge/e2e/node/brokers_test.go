@@ -120,7 +120,7 @@ func checkCameraPods(t *testing.T, n *DRANode, b *brokers, pods []corev1.Pod) ma
 
 func testCameraJobs(t *testing.T, n *DRANode, b *brokers) {
 	b.create(t, "inventory", cameraJobs(n, b.reports))
-	b.wait(t, "inventory", "both Jobs Completed", every(broker.Completed, 1, "lobby", "loading-dock"))
+	b.wait(t, "inventory", "both Jobs Completed", b.every(t, "inventory", broker.Completed, "lobby", "loading-dock"))
 	pods := b.waitPods(t, broker.LabelBroker+"=inventory", "two succeeded", allSucceeded(2))
 	if got := checkCameraPods(t, n, b, pods); len(got["lobby"]) != 1 || len(got["loading-dock"]) != 1 {
 		t.Errorf("pods by camera %v, want one each", got)
@@ -175,7 +175,15 @@ func testJobsRerun(t *testing.T, n *DRANode, b *brokers) {
 		c := &s.Job.Template.Spec.Containers[0]
 		c.Env = append(c.Env, corev1.EnvVar{Name: "BROKER_RUN", Value: "2"})
 	})
-	b.wait(t, "inventory", "both Jobs Completed again", every(broker.Completed, 2, "lobby", "loading-dock"))
+	b.wait(t, "inventory", "both Jobs made anew and Completed", func(br *broker.Broker) bool {
+		now := jobsOf(t, n, "inventory")
+		for name, uid := range before {
+			if now[name] == uid {
+				return false
+			}
+		}
+		return b.every(t, "inventory", broker.Completed, "lobby", "loading-dock")(br)
+	})
 	pods := b.waitPods(t, broker.LabelBroker+"=inventory", "two succeeded", allSucceeded(2))
 	checkCameraPods(t, n, b, pods)
 	for _, p := range pods {
@@ -227,15 +235,19 @@ func testCameraGone(t *testing.T, n *DRANode, b *brokers) {
 		t.Fatal(err)
 	}
 	gone := time.Now()
-	b.wait(t, "inventory", "the loading dock gone since", func(br *broker.Broker) bool {
-		return slices.ContainsFunc(br.Status.Workloads, func(w broker.WorkloadStatus) bool {
-			return w.DeviceID == "loading-dock" && w.GoneSince != nil
-		})
+	b.wait(t, "inventory", "the loading dock gone since, on its Job", func(*broker.Broker) bool {
+		l, err := n.Cluster.Client.BatchV1().Jobs(PodNamespace).List(t.Context(), metav1.ListOptions{
+			LabelSelector: broker.LabelDevice + "=" + deviceKey("loading-dock")})
+		if err != nil || len(l.Items) != 1 {
+			return false
+		}
+		_, ok := l.Items[0].Annotations[broker.AnnotationGoneSince]
+		return ok
 	})
 	if after := jobsOf(t, n, "inventory"); len(after) != 2 {
 		t.Errorf("within the grace: Jobs %v, want both", after)
 	}
-	b.wait(t, "inventory", "the loading dock's Job deleted", every(broker.Completed, 2, "lobby"))
+	b.wait(t, "inventory", "the loading dock's Job deleted", b.every(t, "inventory", broker.Completed, "lobby"))
 	t.Logf("the loading dock's Job deleted %v after its camera left the drop-in (grace %ds)", time.Since(gone).Round(time.Second), brokerGrace)
 	after := jobsOf(t, n, "inventory")
 	for name, uid := range after {
@@ -249,7 +261,7 @@ func testCameraGone(t *testing.T, n *DRANode, b *brokers) {
 	if err := d.Write(n.ConfDir); err != nil {
 		t.Fatal(err)
 	}
-	b.wait(t, "inventory", "the loading dock's Job made and run again", every(broker.Completed, 2, "lobby", "loading-dock"))
+	b.wait(t, "inventory", "the loading dock's Job made and run again", b.every(t, "inventory", broker.Completed, "lobby", "loading-dock"))
 	if again := jobsOf(t, n, "inventory"); len(again) != 2 {
 		t.Errorf("the camera back: Jobs %v", again)
 	}
@@ -282,7 +294,7 @@ func testCameraDeployments(t *testing.T, n *DRANode, b *brokers) {
 	if err := waitBridgeReady(t.Context(), n.Bridge); err != nil {
 		t.Fatal(err)
 	}
-	b.wait(t, "frames", "a Deployment Active per camera", every(broker.Active, 1, "lobby", "loading-dock"))
+	b.wait(t, "frames", "a Deployment Active per camera", b.every(t, "frames", broker.Active, "lobby", "loading-dock"))
 	pods := liveOnly(b.waitPods(t, broker.LabelBroker+"=frames", "four running", allRunning(4)))
 	if got := checkCameraPods(t, n, b, pods); len(got["lobby"]) != 2 || len(got["loading-dock"]) != 2 {
 		t.Errorf("pods by camera %v, want two each", got)
@@ -322,7 +334,7 @@ func testDeploymentCameraGone(t *testing.T, n *DRANode, b *brokers, pods []corev
 		t.Fatal(err)
 	}
 	gone := time.Now()
-	b.wait(t, "frames", "the loading dock's Deployment deleted", every(broker.Active, 1, "lobby"))
+	b.wait(t, "frames", "the loading dock's Deployment deleted", b.every(t, "frames", broker.Active, "lobby"))
 	t.Logf("the loading dock's Deployment deleted %v after its camera left the drop-in, its pods holding it (grace %ds)",
 		time.Since(gone).Round(time.Second), brokerGrace)
 	left := liveOnly(b.waitPods(t, broker.LabelBroker+"=frames", "the lobby's two alone", allRunning(2)))
@@ -334,7 +346,7 @@ func testDeploymentCameraGone(t *testing.T, n *DRANode, b *brokers, pods []corev
 	if err := d.Write(n.ConfDir); err != nil {
 		t.Fatal(err)
 	}
-	b.wait(t, "frames", "the loading dock's Deployment made again", every(broker.Active, 1, "lobby", "loading-dock"))
+	b.wait(t, "frames", "the loading dock's Deployment made again", b.every(t, "frames", broker.Active, "lobby", "loading-dock"))
 	b.waitPods(t, broker.LabelBroker+"=frames", "four running", allRunning(4))
 }
 
@@ -376,10 +388,10 @@ func testTerminalJobs(t *testing.T, n *DRANode, b *brokers) {
 	spec := broker.Spec{Pool: draPool, Selector: &broker.Selector{DeviceIDs: ids},
 		Job: &batchv1.JobSpec{BackoffLimit: ptr.To(int32(0)), Template: brokerPodTemplate(b.reports, true)}}
 	b.create(t, "consoles", spec)
-	br := b.wait(t, "consoles", "a Job Completed per terminal", every(broker.Completed, 1, ids...))
+	b.wait(t, "consoles", "a Job Completed per terminal", b.every(t, "consoles", broker.Completed, ids...))
 	byKey := map[string]string{}
-	for _, w := range br.Status.Workloads {
-		byKey[w.Device] = w.DeviceID
+	for _, id := range ids {
+		byKey[deviceKey(id)] = id
 	}
 	for _, p := range b.waitPods(t, broker.LabelBroker+"=consoles", "two succeeded", allSucceeded(2)) {
 		id := byKey[p.Labels[broker.LabelDevice]]

@@ -244,7 +244,7 @@ func (s *Store) Get(name string) (*instance.Instance, error) {
 	in, err := s.cached(name)
 	if in != nil {
 		one := []instance.Instance{*in}
-		withSeers(one, s.seers())
+		withSeers(one, map[string][]string{name: s.seersOf(name)})
 		in = &one[0]
 	}
 	return in, err

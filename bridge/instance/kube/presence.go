@@ -259,6 +259,21 @@ func (s *Store) seers() map[string][]string {
 	return out
 }
 
+// seersOf is the nodes whose Presences list device name: seers of one
+// device, a binary search in each Presence's sorted devices, where
+// seers maps every device of every Presence.
+func (s *Store) seersOf(name string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, p := range s.presences {
+		if _, ok := slices.BinarySearch(p.devices, name); ok {
+			out = append(out, p.node)
+		}
+	}
+	return out
+}
+
 // Nodes returns every node that an Instance this Store follows or a
 // Presence it knows names, sorted: for the departed-node sweep, with
 // AllPools, which knows every Presence, an empty one included.

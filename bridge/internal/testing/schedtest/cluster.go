@@ -29,11 +29,14 @@ type Cluster struct {
 // ReplicaSets', and the garbage collector, which deletes what an owner's
 // deletion leaves. A test of device taints needs TaintEvictionController:
 // it evicts the pods whose claims hold a device with a NoExecute taint
-// they do not tolerate.
+// they do not tolerate. A test of a Job's ttlSecondsAfterFinished needs
+// TTLAfterFinishedController: it deletes a finished Job once its TTL is
+// over.
 const (
-	ClaimControllers        = "resourceclaim-controller"
-	WorkloadControllers     = "job-controller,deployment-controller,replicaset-controller,garbage-collector-controller"
-	TaintEvictionController = "device-taint-eviction-controller"
+	ClaimControllers           = "resourceclaim-controller"
+	WorkloadControllers        = "job-controller,deployment-controller,replicaset-controller,garbage-collector-controller"
+	TaintEvictionController    = "device-taint-eviction-controller"
+	TTLAfterFinishedController = "ttl-after-finished-controller"
 )
 
 // Start runs a cluster for the test: the server startServer starts, then
