@@ -66,14 +66,80 @@ type Reclaimer struct {
 
 	// foreign is each drop-in's Foreign, by its first pool.
 	foreign map[string]*Foreign
+	// endedListed: the last pass found a pod told ended still listed by
+	// the kubelet; Run looks again soon.
+	endedListed bool
+
+	// mu guards ended and kick, which PodEnded's caller (a watch of the
+	// node's pods) writes beside the passes.
+	mu sync.Mutex
+	// ended are the pods known to have ended, by <namespace>/<name>,
+	// with when that was told: their slots go at the next pass, without
+	// the grace. Forgotten after the grace, which has freed them anyway.
+	ended map[string]time.Time
+	kick  chan struct{}
 }
 
-// Run reclaims every period until ctx ends. Errors are logged, the same
-// one again only every logrepeat.DefaultEvery (the kubelet may be down
-// for long): the next pass tries again.
+// PodEnded tells the Reclaimer that pod (<namespace>/<name>) has ended:
+// deleted, or done (Succeeded, Failed). A pass follows at once, and the
+// slots whose last holder it was, which no container holds any more
+// (the kubelet confirming), are released without the grace.
+func (r *Reclaimer) PodEnded(pod string) {
+	r.mu.Lock()
+	if r.ended == nil {
+		r.ended = map[string]time.Time{}
+	}
+	r.ended[pod] = r.now()
+	kick := r.kicks()
+	r.mu.Unlock()
+	select {
+	case kick <- struct{}{}:
+	default: // a pass is due already
+	}
+}
+
+// kicks is the channel that asks Run for a pass; r.mu is held.
+func (r *Reclaimer) kicks() chan struct{} {
+	if r.kick == nil {
+		r.kick = make(chan struct{}, 1)
+	}
+	return r.kick
+}
+
+// endedPods is a snapshot of the ended pods the kubelet no longer lists,
+// as a predicate, and whether one it lists still is: its slots go at a
+// pass soon after. Entries older than grace are forgotten.
+func (r *Reclaimer) endedPods(running map[string]bool, grace time.Duration) (ended func(string) bool, listed bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	gone := map[string]bool{}
+	for pod, at := range r.ended {
+		switch {
+		case r.now().Sub(at) > grace:
+			delete(r.ended, pod)
+		case running[pod]:
+			listed = true
+		default:
+			gone[pod] = true
+		}
+	}
+	return func(pod string) bool { return gone[pod] }, listed
+}
+
+// endedRecheck is how soon a pass looks again when the kubelet still
+// lists a pod told ended: it stops its containers, then drops the pod.
+const endedRecheck = time.Second
+
+// Run reclaims every period, and at once when a pod ends (PodEnded),
+// until ctx ends. Errors are logged, the same one again only every
+// logrepeat.DefaultEvery (the kubelet may be down for long): the next
+// pass tries again.
 func (r *Reclaimer) Run(ctx context.Context, period time.Duration) {
 	t := time.NewTicker(period)
 	defer t.Stop()
+	r.mu.Lock()
+	kick := r.kicks()
+	r.mu.Unlock()
 	var failure logrepeat.Failure
 	for {
 		err := r.Once(ctx)
@@ -84,10 +150,16 @@ func (r *Reclaimer) Run(ctx context.Context, period time.Duration) {
 		default:
 			failure.Succeeded(r.log(), "slot reclaim works again")
 		}
+		var recheck <-chan time.Time
+		if r.endedListed {
+			recheck = time.After(endedRecheck)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-kick:
+		case <-recheck:
 		}
 	}
 }
@@ -106,7 +178,6 @@ func (r *Reclaimer) Once(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	held := pods.Devices
 	all, err := r.Store.List(ctx)
 	lacking := instance.Lacking(err)
 	if err != nil && lacking == nil {
@@ -119,7 +190,9 @@ func (r *Reclaimer) Once(ctx context.Context) error {
 	}
 	claimed := Claimed(all, r.Node, r.Domain)
 	released := map[instance.Claim]bool{}
-	for _, s := range r.Tracker.Due(r.now(), claimed, held) {
+	ended, listed := r.endedPods(pods.Running, r.Tracker.grace)
+	r.endedListed = listed
+	for _, s := range r.Tracker.Due(r.now(), claimed, pods, ended) {
 		if err := r.release(ctx, s); err != nil {
 			errs = append(errs, err)
 			continue

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/cdiexec/cdi/bridge/instance"
@@ -231,4 +232,96 @@ func TestReclaimWithAPoolNotListed(t *testing.T) {
 	if _, ok := p.gcs["gpu"]; ok || !slices.Equal(p.gcs["cam,mic"], []string{"cam-1-0"}) {
 		t.Fatalf("GC valid sets %v, want cam,mic: [cam-1-0] and no GC of the pool not listed", p.gcs)
 	}
+}
+
+// A pod told ended (PodEnded) frees the slots it held at once, without
+// the grace, as soon as the kubelet no longer lists them: Run makes a
+// pass when told, and looks again soon while the kubelet still lists
+// the pod (it stops the containers first). The fake clock never moves,
+// so only the pod's end can free the slot. The item: a freed
+// device back at once, not after the 5-minute grace.
+func TestPodEndedFreesItsSlotsAtOnce(t *testing.T) {
+	r, _, p, _, store := setup(t)
+	k := &podLister{}
+	r.Lister = k
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	k.set("app", map[string][]string{"cdi.local/cam-1": {"cam-1-0"}, "cdi.local/cam": {"3"}})
+	if err := r.Once(ctx); err != nil { // the holders seen
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); r.Run(ctx, time.Hour) }()
+	r.PodEnded("default/app") // the kubelet still lists it: no release yet
+	time.Sleep(100 * time.Millisecond)
+	if dels := p.delsNow(); len(dels) != 0 {
+		t.Fatalf("released %v while the kubelet still lists the pod's devices", dels)
+	}
+	k.set("", nil) // the kubelet dropped the pod
+	deadline := time.Now().Add(10 * time.Second)
+	for len(p.delsNow()) < 2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if dels := p.delsNow(); !slices.Equal(dels, []string{"cam/cam-1-0", "cam/cam-1-1"}) {
+		t.Fatalf("DELs after the pod ended: %v, want both of its slots", dels)
+	}
+	all, err := store.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := Claimed(all, "a", "cdi.local"); len(got) != 0 {
+		t.Errorf("node a still claims %v", got)
+	}
+	cancel()
+	<-done
+}
+
+// A pod told ended that held nothing the Tracker saw (a slot never
+// reported held) frees nothing before the grace: only a known holder's
+// end cuts it short.
+func TestPodEndedKeepsSlotsOfOtherPods(t *testing.T) {
+	r, k, p, _, _ := setup(t)
+	k.set(nil)
+	r.PodEnded("default/other")
+	if err := r.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if dels := p.delsNow(); len(dels) != 0 {
+		t.Errorf("released %v: no pod that ended held them", dels)
+	}
+}
+
+func (p *plugins) delsNow() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := slices.Clone(p.dels)
+	slices.Sort(out)
+	return out
+}
+
+// podLister is the kubelet's PodResources with one pod or none.
+type podLister struct {
+	mu   sync.Mutex
+	resp *podresourcesapi.ListPodResourcesResponse
+}
+
+// set lists pod (none for "") holding held: resource to device ids.
+func (l *podLister) set(pod string, held map[string][]string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.resp = &podresourcesapi.ListPodResourcesResponse{}
+	if pod == "" {
+		return
+	}
+	c := &podresourcesapi.ContainerResources{Name: "c"}
+	for res, ids := range held {
+		c.Devices = append(c.Devices, &podresourcesapi.ContainerDevices{ResourceName: res, DeviceIds: ids})
+	}
+	l.resp.PodResources = []*podresourcesapi.PodResources{{Namespace: "default", Name: pod, Containers: []*podresourcesapi.ContainerResources{c}}}
+}
+
+func (l *podLister) List(context.Context, *podresourcesapi.ListPodResourcesRequest, ...grpc.CallOption) (*podresourcesapi.ListPodResourcesResponse, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.resp, nil
 }

@@ -43,40 +43,55 @@ func Claimed(instances []instance.Instance, node, domain string) []Slot {
 }
 
 // Tracker remembers since when each claimed slot has been missing from
-// what the kubelet reports. The zero value is not usable: use NewTracker.
+// what the kubelet reports, and which pod held it last. The zero value
+// is not usable: use NewTracker.
 type Tracker struct {
 	grace   time.Duration
 	missing map[instance.Claim]time.Time
+	holder  map[instance.Claim]string
 }
 
 // NewTracker returns a Tracker that lets a slot go after grace.
 func NewTracker(grace time.Duration) *Tracker {
-	return &Tracker{grace: grace, missing: map[instance.Claim]time.Time{}}
+	return &Tracker{grace: grace, missing: map[instance.Claim]time.Time{}, holder: map[instance.Claim]string{}}
 }
 
 // Due returns the claimed slots that no container has held for at least
-// the grace period, as of now. A slot held again is forgotten, and so is
-// one no longer claimed.
-func (t *Tracker) Due(now time.Time, claimed []Slot, held Held) []Slot {
+// the grace period, as of now, and those no container holds whose last
+// holder ended (ended says so of a pod, by <namespace>/<name>; nil: of
+// none), which wait for no grace: the grace bridges what the kubelet
+// does not report for a while (its restart), not a pod known gone. A
+// slot held again is forgotten, and so is one no longer claimed.
+func (t *Tracker) Due(now time.Time, claimed []Slot, pods *Pods, ended func(pod string) bool) []Slot {
 	var due []Slot
 	still := map[instance.Claim]bool{}
 	for _, s := range claimed {
-		if held[s.Resource][s.DeviceID] {
+		still[s.Claim] = true
+		if pods.Devices[s.Resource][s.DeviceID] {
+			if h := pods.Holders[s.Resource][s.DeviceID]; h != "" {
+				t.holder[s.Claim] = h
+			}
+			delete(t.missing, s.Claim)
 			continue
 		}
-		still[s.Claim] = true
 		since, ok := t.missing[s.Claim]
 		if !ok {
 			t.missing[s.Claim] = now
 			since = now
 		}
-		if now.Sub(since) >= t.grace {
+		h, known := t.holder[s.Claim]
+		if now.Sub(since) >= t.grace || known && ended != nil && ended(h) {
 			due = append(due, s)
 		}
 	}
 	for c := range t.missing {
 		if !still[c] {
 			delete(t.missing, c)
+		}
+	}
+	for c := range t.holder {
+		if !still[c] {
+			delete(t.holder, c)
 		}
 	}
 	return due
