@@ -1,6 +1,7 @@
 package reclaim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -61,7 +62,17 @@ type Reclaimer struct {
 	// kept, and its device not offered, until no container has held it
 	// for the grace. Without it only the grace keeps one.
 	OthersHeld func(pods *Pods, requestID string) bool
-	Now        func() time.Time
+	// PodEnded, if set, asks the API server whether a pod
+	// (<namespace>/<name>) has ended: deleted, or done (Succeeded,
+	// Failed). Run asks it of a pod that held a slot of this node when
+	// the kubelet stops listing it, between passes, every HolderEvery;
+	// a pod that ended frees its slots at once (PodEnded). Without it
+	// only the grace frees them.
+	PodEnded func(ctx context.Context, pod string) (bool, error)
+	// HolderEvery is how often Run asks the kubelet whether the pods
+	// holding slots still run; DefaultHolderEvery if zero.
+	HolderEvery time.Duration
+	Now         func() time.Time
 	Logger     *slog.Logger
 
 	// foreign is each drop-in's Foreign, by its first pool.
@@ -80,11 +91,11 @@ type Reclaimer struct {
 	kick  chan struct{}
 }
 
-// PodEnded tells the Reclaimer that pod (<namespace>/<name>) has ended:
+// Ended tells the Reclaimer that pod (<namespace>/<name>) has ended:
 // deleted, or done (Succeeded, Failed). A pass follows at once, and the
 // slots whose last holder it was, which no container holds any more
 // (the kubelet confirming), are released without the grace.
-func (r *Reclaimer) PodEnded(pod string) {
+func (r *Reclaimer) Ended(pod string) {
 	r.mu.Lock()
 	if r.ended == nil {
 		r.ended = map[string]time.Time{}
@@ -130,6 +141,12 @@ func (r *Reclaimer) endedPods(running map[string]bool, grace time.Duration) (end
 // lists a pod told ended: it stops its containers, then drops the pod.
 const endedRecheck = time.Second
 
+// DefaultHolderEvery is how often Run asks the kubelet, by default,
+// whether the pods holding slots still run: a List of the node's pods
+// from a local socket, and an API read only for a pod that is no longer
+// listed.
+const DefaultHolderEvery = 2 * time.Second
+
 // Run reclaims every period, and at once when a pod ends (PodEnded),
 // until ctx ends. Errors are logged, the same one again only every
 // logrepeat.DefaultEvery (the kubelet may be down for long): the next
@@ -150,18 +167,79 @@ func (r *Reclaimer) Run(ctx context.Context, period time.Duration) {
 		default:
 			failure.Succeeded(r.log(), "slot reclaim works again")
 		}
-		var recheck <-chan time.Time
-		if r.endedListed {
-			recheck = time.After(endedRecheck)
-		}
-		select {
-		case <-ctx.Done():
+		if !r.wait(ctx, t.C, kick) {
 			return
-		case <-t.C:
-		case <-kick:
-		case <-recheck:
 		}
 	}
+}
+
+// wait returns when a pass is due (the period, a pod's end, an ended
+// pod still listed) or false once ctx ends. Meanwhile it asks the
+// kubelet every HolderEvery whether the holders of slots still run.
+func (r *Reclaimer) wait(ctx context.Context, period <-chan time.Time, kick <-chan struct{}) bool {
+	var recheck <-chan time.Time
+	if r.endedListed {
+		recheck = time.After(endedRecheck)
+	}
+	var holders <-chan time.Time
+	if r.PodEnded != nil {
+		tick := time.NewTicker(cmp.Or(r.HolderEvery, DefaultHolderEvery))
+		defer tick.Stop()
+		holders = tick.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-period:
+			return true
+		case <-kick:
+			return true
+		case <-recheck:
+			return true
+		case <-holders:
+			if r.holdersEnded(ctx) {
+				return true
+			}
+		}
+	}
+}
+
+// holdersEnded asks the kubelet which pods run, and the API server
+// whether each pod that held a slot of this node and is no longer
+// listed has ended; it says whether one has (told to Ended). A pod the
+// API server says still runs (the kubelet restarting, not listing it
+// for a while) frees nothing before the grace.
+func (r *Reclaimer) holdersEnded(ctx context.Context) bool {
+	pods, err := ListPods(ctx, r.Lister, r.Domain)
+	if err != nil {
+		return false // the next pass reports it
+	}
+	ended := false
+	for _, pod := range r.Tracker.holders() {
+		if pods.Running[pod] || r.toldEnded(pod) {
+			continue
+		}
+		gone, err := r.PodEnded(ctx, pod)
+		if err != nil {
+			r.log().Debug("asking whether a pod that held slots has ended", "pod", pod, "error", err)
+			continue
+		}
+		if gone {
+			r.log().Info("a pod that held slots has ended; releasing them", "pod", pod)
+			r.Ended(pod)
+			ended = true
+		}
+	}
+	return ended
+}
+
+// toldEnded says whether pod was told ended and not forgotten yet.
+func (r *Reclaimer) toldEnded(pod string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.ended[pod]
+	return ok
 }
 
 // Once makes one pass: it releases the slots that are due and runs GC on

@@ -252,7 +252,7 @@ func TestPodEndedFreesItsSlotsAtOnce(t *testing.T) {
 	}
 	done := make(chan struct{})
 	go func() { defer close(done); r.Run(ctx, time.Hour) }()
-	r.PodEnded("default/app") // the kubelet still lists it: no release yet
+	r.Ended("default/app") // the kubelet still lists it: no release yet
 	time.Sleep(100 * time.Millisecond)
 	if dels := p.delsNow(); len(dels) != 0 {
 		t.Fatalf("released %v while the kubelet still lists the pod's devices", dels)
@@ -282,7 +282,7 @@ func TestPodEndedFreesItsSlotsAtOnce(t *testing.T) {
 func TestPodEndedKeepsSlotsOfOtherPods(t *testing.T) {
 	r, k, p, _, _ := setup(t)
 	k.set(nil)
-	r.PodEnded("default/other")
+	r.Ended("default/other")
 	if err := r.Once(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -324,4 +324,58 @@ func (l *podLister) List(context.Context, *podresourcesapi.ListPodResourcesReque
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.resp, nil
+}
+
+// Run asks the kubelet every HolderEvery whether the pods holding slots
+// still run; one it no longer lists is asked of the API server
+// (PodEnded): ended, its slots go at once; still running (the kubelet
+// restarting, not listing its pods for a while), they wait for the
+// grace. The fake clock never moves: only the pod's end frees a slot.
+func TestHolderNoLongerListedIsAskedOf(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		ended bool
+		want  []string
+	}{
+		{name: "the API server says it ended", ended: true, want: []string{"cam/cam-1-0", "cam/cam-1-1"}},
+		{name: "the API server says it runs", ended: false, want: nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _, p, _, _ := setup(t)
+			k := &podLister{}
+			r.Lister = k
+			var mu sync.Mutex
+			var asked []string
+			r.HolderEvery = 10 * time.Millisecond
+			r.PodEnded = func(_ context.Context, pod string) (bool, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				asked = append(asked, pod)
+				return tc.ended, nil
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			k.set("app", map[string][]string{"cdi.local/cam-1": {"cam-1-0"}, "cdi.local/cam": {"3"}})
+			done := make(chan struct{})
+			go func() { defer close(done); r.Run(ctx, time.Hour) }()
+			time.Sleep(100 * time.Millisecond) // the first pass sees the holder
+			k.set("", nil)
+			deadline := time.Now().Add(5 * time.Second)
+			for len(p.delsNow()) < len(tc.want) && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
+			}
+			if !tc.ended {
+				time.Sleep(200 * time.Millisecond) // twenty holder checks
+			}
+			cancel()
+			<-done
+			if dels := p.delsNow(); !slices.Equal(dels, tc.want) {
+				t.Errorf("DELs %v, want %v", dels, tc.want)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(asked) == 0 || asked[0] != "default/app" {
+				t.Errorf("asked the API server of %v, want default/app", asked)
+			}
+		})
+	}
 }

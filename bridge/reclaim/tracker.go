@@ -96,3 +96,16 @@ func (t *Tracker) Due(now time.Time, claimed []Slot, pods *Pods, ended func(pod 
 	}
 	return due
 }
+
+// holders are the pods last seen holding the claimed slots.
+func (t *Tracker) holders() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, pod := range t.holder {
+		if !seen[pod] {
+			seen[pod] = true
+			out = append(out, pod)
+		}
+	}
+	return out
+}
