@@ -198,23 +198,31 @@ func (r *Reclaimer) wait(ctx context.Context, period <-chan time.Time, kick <-ch
 		case <-recheck:
 			return true
 		case <-holders:
-			if r.holdersEnded(ctx) {
+			if r.askHolders(ctx) {
 				return true
 			}
 		}
 	}
 }
 
-// holdersEnded asks the kubelet which pods run, and the API server
-// whether each pod that held a slot of this node and is no longer
-// listed has ended; it says whether one has (told to Ended). A pod the
-// API server says still runs (the kubelet restarting, not listing it
-// for a while) frees nothing before the grace.
-func (r *Reclaimer) holdersEnded(ctx context.Context) bool {
-	pods, err := ListPods(ctx, r.Lister, r.Domain)
-	if err != nil {
-		return false // the next pass reports it
+// askHolders lists the kubelet's pods and asks of those that held slots
+// and are no longer listed whether they have ended (holdersEnded); not
+// under Lock, which the node's Allocate waits for, as an API read may
+// take long. A List that fails is the pass's to report.
+func (r *Reclaimer) askHolders(ctx context.Context) bool {
+	if r.PodEnded == nil {
+		return false
 	}
+	pods, err := ListPods(ctx, r.Lister, r.Domain)
+	return err == nil && r.holdersEnded(ctx, pods)
+}
+
+// holdersEnded asks the API server whether each pod that held a slot of
+// this node and that the kubelet no longer lists (pods) has ended; it
+// says whether one has (told to Ended). A pod the API server says still
+// runs (the kubelet restarting, not listing it for a while) frees
+// nothing before the grace.
+func (r *Reclaimer) holdersEnded(ctx context.Context, pods *Pods) bool {
 	ended := false
 	for _, pod := range r.Tracker.holders() {
 		if pods.Running[pod] || r.toldEnded(pod) {
@@ -248,6 +256,7 @@ func (r *Reclaimer) Once(ctx context.Context) error {
 	if r.Tracker == nil {
 		r.Tracker = NewTracker(DefaultGrace)
 	}
+	r.askHolders(ctx)
 	if r.Lock != nil {
 		r.Lock.Lock()
 		defer r.Lock.Unlock()

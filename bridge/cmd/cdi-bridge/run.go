@@ -295,11 +295,17 @@ func startReclaim(ctx context.Context, o *options, n *node.Node, podResources re
 	go r.Run(ctx, o.reclaimEvery)
 }
 
+// podEndedTimeout bounds the read of a pod that held slots: an API
+// server that does not answer leaves its slots to the grace.
+const podEndedTimeout = 5 * time.Second
+
 // podEnded asks the API server whether a pod (<namespace>/<name>) has
 // ended: it is gone, or done.
 func podEnded(client kubernetes.Interface) func(ctx context.Context, pod string) (bool, error) {
 	return func(ctx context.Context, key string) (bool, error) {
 		ns, name, _ := strings.Cut(key, "/")
+		ctx, cancel := context.WithTimeout(ctx, podEndedTimeout)
+		defer cancel()
 		pod, err := client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):

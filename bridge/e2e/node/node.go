@@ -47,6 +47,13 @@ type Node struct {
 // test's pods first, while the kubelet is there to stop them.
 func StartNode(t *testing.T, l Layout) *Node {
 	t.Helper()
+	return StartNodeWith(t, l, nil)
+}
+
+// StartNodeWith is StartNode with the bridge's flags extra set beyond
+// StartBridge's.
+func StartNodeWith(t *testing.T, l Layout, extra map[string]string) *Node {
+	t.Helper()
 	n := &Node{Layout: l, ConfDir: l.Path("cdi-conf"), PluginDir: l.Bin,
 		Offered: map[string]int{"tty": ttysOffered, "camera": len(cameras)}}
 	timed(t, "etcd and kube-apiserver", func() { n.Cluster = StartCluster(t, l, Name) })
@@ -55,7 +62,7 @@ func StartNode(t *testing.T, l Layout) *Node {
 	if n.DropIns, err = WriteDropIns(n.ConfDir, l.Path("cdi-state")); err != nil {
 		t.Fatal(err)
 	}
-	timed(t, "cdi-bridge (to ready)", func() { n.Bridge = StartBridge(t, l, n.Cluster, Name, n.ConfDir, nil) })
+	timed(t, "cdi-bridge (to ready)", func() { n.Bridge = StartBridge(t, l, n.Cluster, Name, n.ConfDir, extra) })
 	timed(t, "the bridge's resources in the Node's allocatable", func() { n.waitResources(t) })
 	return n
 }
