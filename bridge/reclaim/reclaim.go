@@ -73,7 +73,7 @@ type Reclaimer struct {
 	// holding slots still run; DefaultHolderEvery if zero.
 	HolderEvery time.Duration
 	Now         func() time.Time
-	Logger     *slog.Logger
+	Logger      *slog.Logger
 
 	// foreign is each drop-in's Foreign, by its first pool.
 	foreign map[string]*Foreign
