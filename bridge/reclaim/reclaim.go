@@ -77,69 +77,10 @@ type Reclaimer struct {
 
 	// foreign is each drop-in's Foreign, by its first pool.
 	foreign map[string]*Foreign
-	// endedListed: the last pass found a pod told ended still listed by
-	// the kubelet; Run looks again soon.
-	endedListed bool
-
-	// mu guards ended and kick, which PodEnded's caller (a watch of the
-	// node's pods) writes beside the passes.
-	mu sync.Mutex
-	// ended are the pods known to have ended, by <namespace>/<name>,
-	// with when that was told: their slots go at the next pass, without
-	// the grace. Forgotten after the grace, which has freed them anyway.
-	ended map[string]time.Time
-	kick  chan struct{}
+	// podFailure logs PodEnded's errors, the same one again only now
+	// and then.
+	podFailure logrepeat.Failure
 }
-
-// Ended tells the Reclaimer that pod (<namespace>/<name>) has ended:
-// deleted, or done (Succeeded, Failed). A pass follows at once, and the
-// slots whose last holder it was, which no container holds any more
-// (the kubelet confirming), are released without the grace.
-func (r *Reclaimer) Ended(pod string) {
-	r.mu.Lock()
-	if r.ended == nil {
-		r.ended = map[string]time.Time{}
-	}
-	r.ended[pod] = r.now()
-	kick := r.kicks()
-	r.mu.Unlock()
-	select {
-	case kick <- struct{}{}:
-	default: // a pass is due already
-	}
-}
-
-// kicks is the channel that asks Run for a pass; r.mu is held.
-func (r *Reclaimer) kicks() chan struct{} {
-	if r.kick == nil {
-		r.kick = make(chan struct{}, 1)
-	}
-	return r.kick
-}
-
-// endedPods is a snapshot of the ended pods the kubelet no longer lists,
-// as a predicate, and whether one it lists still is: its slots go at a
-// pass soon after. Entries older than grace are forgotten.
-func (r *Reclaimer) endedPods(running map[string]bool, grace time.Duration) (ended func(string) bool, listed bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	gone := map[string]bool{}
-	for pod, at := range r.ended {
-		switch {
-		case r.now().Sub(at) > grace:
-			delete(r.ended, pod)
-		case running[pod]:
-			listed = true
-		default:
-			gone[pod] = true
-		}
-	}
-	return func(pod string) bool { return gone[pod] }, listed
-}
-
-// endedRecheck is how soon a pass looks again when the kubelet still
-// lists a pod told ended: it stops its containers, then drops the pod.
-const endedRecheck = time.Second
 
 // DefaultHolderEvery is how often Run asks the kubelet, by default,
 // whether the pods holding slots still run: a List of the node's pods
@@ -147,16 +88,19 @@ const endedRecheck = time.Second
 // listed.
 const DefaultHolderEvery = 2 * time.Second
 
-// Run reclaims every period, and at once when a pod ends (PodEnded),
-// until ctx ends. Errors are logged, the same one again only every
-// logrepeat.DefaultEvery (the kubelet may be down for long): the next
-// pass tries again.
+// Run reclaims every period, and at once when a pod that held slots has
+// ended (askHolders, every HolderEvery), until ctx ends. Errors are
+// logged, the same one again only every logrepeat.DefaultEvery (the
+// kubelet may be down for long): the next pass tries again.
 func (r *Reclaimer) Run(ctx context.Context, period time.Duration) {
 	t := time.NewTicker(period)
 	defer t.Stop()
-	r.mu.Lock()
-	kick := r.kicks()
-	r.mu.Unlock()
+	var holders <-chan time.Time
+	if r.PodEnded != nil {
+		h := time.NewTicker(cmp.Or(r.HolderEvery, DefaultHolderEvery))
+		defer h.Stop()
+		holders = h.C
+	}
 	var failure logrepeat.Failure
 	for {
 		err := r.Once(ctx)
@@ -167,35 +111,20 @@ func (r *Reclaimer) Run(ctx context.Context, period time.Duration) {
 		default:
 			failure.Succeeded(r.log(), "slot reclaim works again")
 		}
-		if !r.wait(ctx, t.C, kick) {
+		if !r.wait(ctx, t.C, holders) {
 			return
 		}
 	}
 }
 
-// wait returns when a pass is due (the period, a pod's end, an ended
-// pod still listed) or false once ctx ends. Meanwhile it asks the
-// kubelet every HolderEvery whether the holders of slots still run.
-func (r *Reclaimer) wait(ctx context.Context, period <-chan time.Time, kick <-chan struct{}) bool {
-	var recheck <-chan time.Time
-	if r.endedListed {
-		recheck = time.After(endedRecheck)
-	}
-	var holders <-chan time.Time
-	if r.PodEnded != nil {
-		tick := time.NewTicker(cmp.Or(r.HolderEvery, DefaultHolderEvery))
-		defer tick.Stop()
-		holders = tick.C
-	}
+// wait returns when a pass is due (the period, a pod that held slots
+// found ended) or false once ctx ends.
+func (r *Reclaimer) wait(ctx context.Context, period, holders <-chan time.Time) bool {
 	for {
 		select {
 		case <-ctx.Done():
 			return false
 		case <-period:
-			return true
-		case <-kick:
-			return true
-		case <-recheck:
 			return true
 		case <-holders:
 			if r.askHolders(ctx) {
@@ -205,49 +134,42 @@ func (r *Reclaimer) wait(ctx context.Context, period <-chan time.Time, kick <-ch
 	}
 }
 
-// askHolders lists the kubelet's pods and asks of those that held slots
-// and are no longer listed whether they have ended (holdersEnded); not
-// under Lock, which the node's Allocate waits for, as an API read may
-// take long. A List that fails is the pass's to report.
-func (r *Reclaimer) askHolders(ctx context.Context) bool {
-	if r.PodEnded == nil {
-		return false
-	}
-	pods, err := ListPods(ctx, r.Lister, r.Domain)
-	return err == nil && r.holdersEnded(ctx, pods)
-}
+// holdersRound bounds one round of askHolders: an API server that is
+// slow or away delays a pass by this much at most; the pods not asked
+// are asked next round.
+const holdersRound = 5 * time.Second
 
-// holdersEnded asks the API server whether each pod that held a slot of
-// this node and that the kubelet no longer lists (pods) has ended; it
-// says whether one has (told to Ended). A pod the API server says still
+// askHolders lists the kubelet's pods and asks the API server whether
+// each pod that held slots of this node and that the kubelet no longer
+// lists has ended; the slots of one that has are marked for the next
+// pass, which Run starts at once (true). A pod the API server says still
 // runs (the kubelet restarting, not listing it for a while) frees
-// nothing before the grace.
-func (r *Reclaimer) holdersEnded(ctx context.Context, pods *Pods) bool {
-	ended := false
-	for _, pod := range r.Tracker.holders() {
-		if pods.Running[pod] || r.toldEnded(pod) {
-			continue
+// nothing before the grace. Run's goroutine alone calls it, as it does
+// Once: the Tracker is theirs.
+func (r *Reclaimer) askHolders(ctx context.Context) bool {
+	pods, err := ListPods(ctx, r.Lister, r.Domain)
+	if err != nil {
+		return false // the next pass reports it
+	}
+	ctx, cancel := context.WithTimeout(ctx, holdersRound)
+	defer cancel()
+	marked := false
+	for _, pod := range r.Tracker.unlistedHolders(pods.Running) {
+		if ctx.Err() != nil {
+			break
 		}
 		gone, err := r.PodEnded(ctx, pod)
 		if err != nil {
-			r.log().Debug("asking whether a pod that held slots has ended", "pod", pod, "error", err)
+			r.podFailure.Failed(r.log(), "asking the API server whether a pod that held slots has ended; its slots wait for the grace", err, "pod", pod)
 			continue
 		}
-		if gone {
+		r.podFailure.Succeeded(r.log(), "asking the API server of pods that held slots works again")
+		if gone && r.Tracker.holderEnded(pod) > 0 {
 			r.log().Info("a pod that held slots has ended; releasing them", "pod", pod)
-			r.Ended(pod)
-			ended = true
+			marked = true
 		}
 	}
-	return ended
-}
-
-// toldEnded says whether pod was told ended and not forgotten yet.
-func (r *Reclaimer) toldEnded(pod string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	_, ok := r.ended[pod]
-	return ok
+	return marked
 }
 
 // Once makes one pass: it releases the slots that are due and runs GC on
@@ -256,7 +178,6 @@ func (r *Reclaimer) Once(ctx context.Context) error {
 	if r.Tracker == nil {
 		r.Tracker = NewTracker(DefaultGrace)
 	}
-	r.askHolders(ctx)
 	if r.Lock != nil {
 		r.Lock.Lock()
 		defer r.Lock.Unlock()
@@ -277,14 +198,13 @@ func (r *Reclaimer) Once(ctx context.Context) error {
 	}
 	claimed := Claimed(all, r.Node, r.Domain)
 	released := map[instance.Claim]bool{}
-	ended, listed := r.endedPods(pods.Running, r.Tracker.grace)
-	r.endedListed = listed
-	for _, s := range r.Tracker.Due(r.now(), claimed, pods, ended) {
+	for _, s := range r.Tracker.Due(r.now(), claimed, pods) {
 		if err := r.release(ctx, s); err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		released[s.Claim] = true
+		r.Tracker.Released(s.Claim)
 	}
 	errs = append(errs, r.gc(ctx, pods, claimed, released, lacking))
 	return errors.Join(errs...)

@@ -234,63 +234,6 @@ func TestReclaimWithAPoolNotListed(t *testing.T) {
 	}
 }
 
-// A pod told ended (PodEnded) frees the slots it held at once, without
-// the grace, as soon as the kubelet no longer lists them: Run makes a
-// pass when told, and looks again soon while the kubelet still lists
-// the pod (it stops the containers first). The fake clock never moves,
-// so only the pod's end can free the slot. The item: a freed
-// device back at once, not after the 5-minute grace.
-func TestPodEndedFreesItsSlotsAtOnce(t *testing.T) {
-	r, _, p, _, store := setup(t)
-	k := &podLister{}
-	r.Lister = k
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	k.set("app", map[string][]string{"cdi.local/cam-1": {"cam-1-0"}, "cdi.local/cam": {"3"}})
-	if err := r.Once(ctx); err != nil { // the holders seen
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); r.Run(ctx, time.Hour) }()
-	r.Ended("default/app") // the kubelet still lists it: no release yet
-	time.Sleep(100 * time.Millisecond)
-	if dels := p.delsNow(); len(dels) != 0 {
-		t.Fatalf("released %v while the kubelet still lists the pod's devices", dels)
-	}
-	k.set("", nil) // the kubelet dropped the pod
-	deadline := time.Now().Add(10 * time.Second)
-	for len(p.delsNow()) < 2 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if dels := p.delsNow(); !slices.Equal(dels, []string{"cam/cam-1-0", "cam/cam-1-1"}) {
-		t.Fatalf("DELs after the pod ended: %v, want both of its slots", dels)
-	}
-	all, err := store.List(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := Claimed(all, "a", "cdi.local"); len(got) != 0 {
-		t.Errorf("node a still claims %v", got)
-	}
-	cancel()
-	<-done
-}
-
-// A pod told ended that held nothing the Tracker saw (a slot never
-// reported held) frees nothing before the grace: only a known holder's
-// end cuts it short.
-func TestPodEndedKeepsSlotsOfOtherPods(t *testing.T) {
-	r, k, p, _, _ := setup(t)
-	k.set(nil)
-	r.Ended("default/other")
-	if err := r.Once(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if dels := p.delsNow(); len(dels) != 0 {
-		t.Errorf("released %v: no pod that ended held them", dels)
-	}
-}
-
 func (p *plugins) delsNow() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -43,26 +43,30 @@ func Claimed(instances []instance.Instance, node, domain string) []Slot {
 }
 
 // Tracker remembers since when each claimed slot has been missing from
-// what the kubelet reports, and which pod held it last. The zero value
-// is not usable: use NewTracker.
+// what the kubelet reports, which pod held it last, and which slots'
+// holders have ended. The zero value is not usable: use NewTracker.
 type Tracker struct {
 	grace   time.Duration
 	missing map[instance.Claim]time.Time
 	holder  map[instance.Claim]string
+	// ended are the slots, not held, whose last holder has ended: due at
+	// the next Due, once.
+	ended map[instance.Claim]bool
 }
 
 // NewTracker returns a Tracker that lets a slot go after grace.
 func NewTracker(grace time.Duration) *Tracker {
-	return &Tracker{grace: grace, missing: map[instance.Claim]time.Time{}, holder: map[instance.Claim]string{}}
+	return &Tracker{grace: grace, missing: map[instance.Claim]time.Time{}, holder: map[instance.Claim]string{},
+		ended: map[instance.Claim]bool{}}
 }
 
 // Due returns the claimed slots that no container has held for at least
 // the grace period, as of now, and those no container holds whose last
-// holder ended (ended says so of a pod, by <namespace>/<name>; nil: of
-// none), which wait for no grace: the grace bridges what the kubelet
-// does not report for a while (its restart), not a pod known gone. A
-// slot held again is forgotten, and so is one no longer claimed.
-func (t *Tracker) Due(now time.Time, claimed []Slot, pods *Pods, ended func(pod string) bool) []Slot {
+// holder has ended (holderEnded), which wait for no grace: the grace
+// bridges what the kubelet does not report for a while (its restart),
+// not a pod known gone. A slot held again is forgotten, and so is one no
+// longer claimed, and one released (Released).
+func (t *Tracker) Due(now time.Time, claimed []Slot, pods *Pods) []Slot {
 	var due []Slot
 	still := map[instance.Claim]bool{}
 	for _, s := range claimed {
@@ -72,6 +76,7 @@ func (t *Tracker) Due(now time.Time, claimed []Slot, pods *Pods, ended func(pod 
 				t.holder[s.Claim] = h
 			}
 			delete(t.missing, s.Claim)
+			delete(t.ended, s.Claim)
 			continue
 		}
 		since, ok := t.missing[s.Claim]
@@ -79,8 +84,7 @@ func (t *Tracker) Due(now time.Time, claimed []Slot, pods *Pods, ended func(pod 
 			t.missing[s.Claim] = now
 			since = now
 		}
-		h, known := t.holder[s.Claim]
-		if now.Sub(since) >= t.grace || known && ended != nil && ended(h) {
+		if now.Sub(since) >= t.grace || t.ended[s.Claim] {
 			due = append(due, s)
 		}
 	}
@@ -91,21 +95,49 @@ func (t *Tracker) Due(now time.Time, claimed []Slot, pods *Pods, ended func(pod 
 	}
 	for c := range t.holder {
 		if !still[c] {
-			delete(t.holder, c)
+			t.forget(c)
 		}
 	}
 	return due
 }
 
-// holders are the pods last seen holding the claimed slots.
-func (t *Tracker) holders() []string {
+// Released forgets the slot of c, released: claimed again under the
+// same value (a pod of the same name), it starts anew.
+func (t *Tracker) Released(c instance.Claim) { t.forget(c) }
+
+// forget drops all the Tracker knows of c.
+func (t *Tracker) forget(c instance.Claim) {
+	delete(t.missing, c)
+	delete(t.holder, c)
+	delete(t.ended, c)
+}
+
+// unlistedHolders are the pods last seen holding slots that the kubelet
+// no longer lists (running), each once.
+func (t *Tracker) unlistedHolders(running map[string]bool) []string {
 	seen := map[string]bool{}
 	var out []string
-	for _, pod := range t.holder {
-		if !seen[pod] {
+	for c, pod := range t.holder {
+		if !seen[pod] && !running[pod] && !t.ended[c] {
 			seen[pod] = true
 			out = append(out, pod)
 		}
 	}
 	return out
+}
+
+// holderEnded marks the slots pod held last as due at the next Due,
+// which releases one only if no container holds it then; it returns how
+// many it marked. It is told of a pod the kubelet no longer lists
+// (unlistedHolders): a pod of the same name made since, and listed,
+// is never told of.
+func (t *Tracker) holderEnded(pod string) int {
+	n := 0
+	for c, h := range t.holder {
+		if h == pod {
+			t.ended[c] = true
+			n++
+		}
+	}
+	return n
 }
