@@ -23,7 +23,7 @@ const afterRestartWatch = 20 * time.Second
 // roll followed by a kubelet restart takes the device from under the
 // running pod (DEL on the plugin, the slot free for any other pod).
 func TestFreedRecreatedPodKubeletRestart(t *testing.T) {
-	n := StartNodeWith(t, requireNode(t), map[string]string{"reclaim-grace": freedGrace.String()})
+	n := StartNodeWith(t, requireNode(t), "cdi-state-recreated", map[string]string{"reclaim-grace": freedGrace.String()})
 	res := n.Instances(t, "tty")[0].Resource()
 	a := n.RunPod(t, "web-0", map[string]int64{res: 1})
 	deleted := time.Now()

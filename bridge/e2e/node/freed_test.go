@@ -27,7 +27,7 @@ const freedWait = time.Minute
 // the bridge sees the pod gone from the kubelet's PodResources and the
 // API server confirms it, and releases the slot at once.
 func TestFreedAtOnce(t *testing.T) {
-	n := StartNodeWith(t, requireNode(t), map[string]string{"reclaim-grace": freedGrace.String()})
+	n := StartNodeWith(t, requireNode(t), "cdi-state-freed", map[string]string{"reclaim-grace": freedGrace.String()})
 	pool := n.Pool("tty")
 	before := n.allocatable(t, pool)
 	a := n.RunPod(t, "tty-held", map[string]int64{n.Instances(t, "tty")[0].Resource(): 1})
