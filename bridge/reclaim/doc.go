@@ -11,6 +11,13 @@
 // kubelet lists a pod's devices from admission on, but a restart of the
 // kubelet may hide them for a moment.
 //
+// The grace is for what the kubelet does not report, not for a pod known
+// gone. The Tracker remembers the pod that last held each slot; between
+// passes, Run asks the kubelet every HolderEvery which pods run, and the
+// API server (PodEnded) whether one that held slots and is no longer
+// listed has ended. If it has (deleted, Succeeded, Failed), a pass
+// follows at once and releases its slots without the grace.
+//
 // A plugin's allocations that no slot of this node names are another
 // front end's (a DRA claim's, its pool moved to the device plugins under
 // a running pod) or another caller's: GC keeps them while a container

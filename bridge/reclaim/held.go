@@ -50,6 +50,9 @@ type Pods struct {
 	// <namespace>/<name>: a pod's claims that only an init container
 	// or no container uses are not among Claims.
 	Running map[string]bool
+	// Holders are, per resource <domain>/... and device id, the pod
+	// (<namespace>/<name>) whose container holds it.
+	Holders map[string]map[string]string
 }
 
 // ListHeld asks the kubelet which device ids of the resources under
@@ -70,29 +73,32 @@ func ListPods(ctx context.Context, l Lister, domain string) (*Pods, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listing pod resources: %w", err)
 	}
-	pods := &Pods{Devices: Held{}, Claims: map[string]bool{}, CDIDevices: map[string]bool{}, Running: map[string]bool{}}
+	pods := &Pods{Devices: Held{}, Claims: map[string]bool{}, CDIDevices: map[string]bool{}, Running: map[string]bool{},
+		Holders: map[string]map[string]string{}}
 	for _, pod := range resp.GetPodResources() {
-		pods.Running[pod.GetNamespace()+"/"+pod.GetName()] = true
+		key := pod.GetNamespace() + "/" + pod.GetName()
+		pods.Running[key] = true
 		for _, c := range pod.GetContainers() {
-			pods.addDevices(c.GetDevices(), domain)
+			pods.addDevices(key, c.GetDevices(), domain)
 			pods.addClaims(c.GetDynamicResources(), domain)
 		}
 	}
 	return pods, nil
 }
 
-func (p *Pods) addDevices(devices []*podresourcesapi.ContainerDevices, domain string) {
+func (p *Pods) addDevices(pod string, devices []*podresourcesapi.ContainerDevices, domain string) {
 	for _, d := range devices {
-		if !strings.HasPrefix(d.GetResourceName(), domain+"/") {
+		res := d.GetResourceName()
+		if !strings.HasPrefix(res, domain+"/") {
 			continue
 		}
-		ids := p.Devices[d.GetResourceName()]
-		if ids == nil {
-			ids = map[string]bool{}
-			p.Devices[d.GetResourceName()] = ids
+		if p.Devices[res] == nil {
+			p.Devices[res] = map[string]bool{}
+			p.Holders[res] = map[string]string{}
 		}
 		for _, id := range d.GetDeviceIds() {
-			ids[id] = true
+			p.Devices[res][id] = true
+			p.Holders[res][id] = pod
 		}
 	}
 }

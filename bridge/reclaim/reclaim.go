@@ -1,6 +1,7 @@
 package reclaim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -61,19 +62,45 @@ type Reclaimer struct {
 	// kept, and its device not offered, until no container has held it
 	// for the grace. Without it only the grace keeps one.
 	OthersHeld func(pods *Pods, requestID string) bool
-	Now        func() time.Time
-	Logger     *slog.Logger
+	// PodEnded, if set, asks the API server whether a pod
+	// (<namespace>/<name>) has ended: deleted, or done (Succeeded,
+	// Failed). Run asks it of a pod that held a slot of this node when
+	// the kubelet stops listing it, between passes, every HolderEvery;
+	// a pod that ended frees its slots at once (PodEnded). Without it
+	// only the grace frees them.
+	PodEnded func(ctx context.Context, pod string) (bool, error)
+	// HolderEvery is how often Run asks the kubelet whether the pods
+	// holding slots still run; DefaultHolderEvery if zero.
+	HolderEvery time.Duration
+	Now         func() time.Time
+	Logger      *slog.Logger
 
 	// foreign is each drop-in's Foreign, by its first pool.
 	foreign map[string]*Foreign
+	// podFailure logs PodEnded's errors, the same one again only now
+	// and then.
+	podFailure logrepeat.Failure
 }
 
-// Run reclaims every period until ctx ends. Errors are logged, the same
-// one again only every logrepeat.DefaultEvery (the kubelet may be down
-// for long): the next pass tries again.
+// DefaultHolderEvery is how often Run asks the kubelet, by default,
+// whether the pods holding slots still run: a List of the node's pods
+// from a local socket, and an API read only for a pod that is no longer
+// listed.
+const DefaultHolderEvery = 2 * time.Second
+
+// Run reclaims every period, and at once when a pod that held slots has
+// ended (askHolders, every HolderEvery), until ctx ends. Errors are
+// logged, the same one again only every logrepeat.DefaultEvery (the
+// kubelet may be down for long): the next pass tries again.
 func (r *Reclaimer) Run(ctx context.Context, period time.Duration) {
 	t := time.NewTicker(period)
 	defer t.Stop()
+	var holders <-chan time.Time
+	if r.PodEnded != nil {
+		h := time.NewTicker(cmp.Or(r.HolderEvery, DefaultHolderEvery))
+		defer h.Stop()
+		holders = h.C
+	}
 	var failure logrepeat.Failure
 	for {
 		err := r.Once(ctx)
@@ -84,12 +111,65 @@ func (r *Reclaimer) Run(ctx context.Context, period time.Duration) {
 		default:
 			failure.Succeeded(r.log(), "slot reclaim works again")
 		}
-		select {
-		case <-ctx.Done():
+		if !r.wait(ctx, t.C, holders) {
 			return
-		case <-t.C:
 		}
 	}
+}
+
+// wait returns when a pass is due (the period, a pod that held slots
+// found ended) or false once ctx ends.
+func (r *Reclaimer) wait(ctx context.Context, period, holders <-chan time.Time) bool {
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-period:
+			return true
+		case <-holders:
+			if r.askHolders(ctx) {
+				return true
+			}
+		}
+	}
+}
+
+// holdersRound bounds one round of askHolders: an API server that is
+// slow or away delays a pass by this much at most; the pods not asked
+// are asked next round.
+const holdersRound = 5 * time.Second
+
+// askHolders lists the kubelet's pods and asks the API server whether
+// each pod that held slots of this node and that the kubelet no longer
+// lists has ended; the slots of one that has are marked for the next
+// pass, which Run starts at once (true). A pod the API server says still
+// runs (the kubelet restarting, not listing it for a while) frees
+// nothing before the grace. Run's goroutine alone calls it, as it does
+// Once: the Tracker is theirs.
+func (r *Reclaimer) askHolders(ctx context.Context) bool {
+	pods, err := ListPods(ctx, r.Lister, r.Domain)
+	if err != nil {
+		return false // the next pass reports it
+	}
+	ctx, cancel := context.WithTimeout(ctx, holdersRound)
+	defer cancel()
+	marked := false
+	for _, pod := range r.Tracker.unlistedHolders(pods.Running) {
+		if ctx.Err() != nil {
+			break
+		}
+		gone, err := r.PodEnded(ctx, pod)
+		if err != nil {
+			r.podFailure.Failed(r.log(), "asking the API server whether a pod that held slots has ended; its slots wait for the grace", err, "pod", pod)
+			continue
+		}
+		r.podFailure.Succeeded(r.log(), "asking the API server of pods that held slots works again")
+		if gone && r.Tracker.holderEnded(pod) > 0 {
+			r.log().Info("a pod that held slots has ended; releasing them", "pod", pod)
+			marked = true
+		}
+	}
+	return marked
 }
 
 // Once makes one pass: it releases the slots that are due and runs GC on
@@ -106,7 +186,6 @@ func (r *Reclaimer) Once(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	held := pods.Devices
 	all, err := r.Store.List(ctx)
 	lacking := instance.Lacking(err)
 	if err != nil && lacking == nil {
@@ -119,12 +198,13 @@ func (r *Reclaimer) Once(ctx context.Context) error {
 	}
 	claimed := Claimed(all, r.Node, r.Domain)
 	released := map[instance.Claim]bool{}
-	for _, s := range r.Tracker.Due(r.now(), claimed, held) {
+	for _, s := range r.Tracker.Due(r.now(), claimed, pods) {
 		if err := r.release(ctx, s); err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		released[s.Claim] = true
+		r.Tracker.Released(s.Claim)
 	}
 	errs = append(errs, r.gc(ctx, pods, claimed, released, lacking))
 	return errors.Join(errs...)

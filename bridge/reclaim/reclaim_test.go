@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/cdiexec/cdi/bridge/instance"
@@ -230,5 +231,94 @@ func TestReclaimWithAPoolNotListed(t *testing.T) {
 	}
 	if _, ok := p.gcs["gpu"]; ok || !slices.Equal(p.gcs["cam,mic"], []string{"cam-1-0"}) {
 		t.Fatalf("GC valid sets %v, want cam,mic: [cam-1-0] and no GC of the pool not listed", p.gcs)
+	}
+}
+
+func (p *plugins) delsNow() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := slices.Clone(p.dels)
+	slices.Sort(out)
+	return out
+}
+
+// podLister is the kubelet's PodResources with one pod or none.
+type podLister struct {
+	mu   sync.Mutex
+	resp *podresourcesapi.ListPodResourcesResponse
+}
+
+// set lists pod (none for "") holding held: resource to device ids.
+func (l *podLister) set(pod string, held map[string][]string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.resp = &podresourcesapi.ListPodResourcesResponse{}
+	if pod == "" {
+		return
+	}
+	c := &podresourcesapi.ContainerResources{Name: "c"}
+	for res, ids := range held {
+		c.Devices = append(c.Devices, &podresourcesapi.ContainerDevices{ResourceName: res, DeviceIds: ids})
+	}
+	l.resp.PodResources = []*podresourcesapi.PodResources{{Namespace: "default", Name: pod, Containers: []*podresourcesapi.ContainerResources{c}}}
+}
+
+func (l *podLister) List(context.Context, *podresourcesapi.ListPodResourcesRequest, ...grpc.CallOption) (*podresourcesapi.ListPodResourcesResponse, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.resp, nil
+}
+
+// Run asks the kubelet every HolderEvery whether the pods holding slots
+// still run; one it no longer lists is asked of the API server
+// (PodEnded): ended, its slots go at once; still running (the kubelet
+// restarting, not listing its pods for a while), they wait for the
+// grace. The fake clock never moves: only the pod's end frees a slot.
+func TestHolderNoLongerListedIsAskedOf(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		ended bool
+		want  []string
+	}{
+		{name: "the API server says it ended", ended: true, want: []string{"cam/cam-1-0", "cam/cam-1-1"}},
+		{name: "the API server says it runs", ended: false, want: nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _, p, _, _ := setup(t)
+			k := &podLister{}
+			r.Lister = k
+			var mu sync.Mutex
+			var asked []string
+			r.HolderEvery = 10 * time.Millisecond
+			r.PodEnded = func(_ context.Context, pod string) (bool, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				asked = append(asked, pod)
+				return tc.ended, nil
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			k.set("app", map[string][]string{"cdi.local/cam-1": {"cam-1-0"}, "cdi.local/cam": {"3"}})
+			done := make(chan struct{})
+			go func() { defer close(done); r.Run(ctx, time.Hour) }()
+			time.Sleep(100 * time.Millisecond) // the first pass sees the holder
+			k.set("", nil)
+			deadline := time.Now().Add(5 * time.Second)
+			for len(p.delsNow()) < len(tc.want) && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
+			}
+			if !tc.ended {
+				time.Sleep(200 * time.Millisecond) // twenty holder checks
+			}
+			cancel()
+			<-done
+			if dels := p.delsNow(); !slices.Equal(dels, tc.want) {
+				t.Errorf("DELs %v, want %v", dels, tc.want)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(asked) == 0 || asked[0] != "default/app" {
+				t.Errorf("asked the API server of %v, want default/app", asked)
+			}
+		})
 	}
 }

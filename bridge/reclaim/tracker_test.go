@@ -58,14 +58,61 @@ func TestTrackerGrace(t *testing.T) {
 	tr := NewTracker(5 * time.Minute)
 	for _, st := range steps {
 		var got []string
-		for _, s := range tr.Due(t0.Add(st.after), []Slot{il, cl}, st.held) {
+		for _, s := range tr.Due(t0.Add(st.after), []Slot{il, cl}, &Pods{Devices: st.held}) {
 			got = append(got, s.Claim.Slot)
 		}
 		if !slices.Equal(got, st.want) {
 			t.Fatalf("at +%v: due %v, want %v", st.after, got, st.want)
 		}
 	}
-	if tr.Due(t0.Add(13*time.Minute), nil, none); len(tr.missing) != 0 {
+	if tr.Due(t0.Add(13*time.Minute), nil, &Pods{Devices: none}); len(tr.missing) != 0 {
 		t.Fatalf("slots no longer claimed are still tracked: %v", tr.missing)
+	}
+}
+
+// A slot whose last holder ended goes at once, if no container holds it
+// then; one whose holder the Tracker never saw, or whose holder has not
+// ended, waits for the grace: the kubelet may not list a pod's devices
+// for a while (its restart), and only a pod known ended cuts that short.
+// A slot released is forgotten: claimed again under the same value, it
+// starts anew.
+func TestTrackerEndedHolder(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	a := Slot{Claim: instance.Claim{Instance: "i", Slot: "i-0", Value: "n"}, Resource: "d/i", DeviceID: "i-0"}
+	b := Slot{Claim: instance.Claim{Instance: "i", Slot: "i-1", Value: "n"}, Resource: "d/i", DeviceID: "i-1"}
+	c := Slot{Claim: instance.Claim{Instance: "i", Slot: "i-2", Value: "n"}, Resource: "d/i", DeviceID: "i-2"}
+	holding := &Pods{Devices: Held{"d/i": {"i-0": true, "i-1": true}},
+		Holders: map[string]map[string]string{"d/i": {"i-0": "ns/ended", "i-1": "ns/running"}}}
+	tr := NewTracker(5 * time.Minute)
+	if due := tr.Due(t0, []Slot{a, b, c}, holding); len(due) != 0 {
+		t.Fatalf("while held: due %v", due)
+	}
+	if got := tr.unlistedHolders(map[string]bool{"ns/running": true}); !slices.Equal(got, []string{"ns/ended"}) {
+		t.Errorf("holders the kubelet no longer lists: %v, want ns/ended", got)
+	}
+	if n := tr.holderEnded("ns/ended"); n != 1 {
+		t.Errorf("marked %d slots of ns/ended, want 1", n)
+	}
+	none := &Pods{Devices: Held{}}
+	var got []string
+	for _, s := range tr.Due(t0.Add(time.Second), []Slot{a, b, c}, none) {
+		got = append(got, s.Claim.Slot)
+	}
+	if !slices.Equal(got, []string{"i-0"}) {
+		t.Errorf("a second after: due %v, want i-0 alone (its holder ended; i-1's runs, i-2's was never seen)", got)
+	}
+	tr.Released(a.Claim)
+	if due := tr.Due(t0.Add(2*time.Second), []Slot{a, b, c}, none); len(due) != 0 {
+		t.Errorf("i-0 claimed again under its value after its release: due %v at once, want it to start anew", due)
+	}
+	got = nil
+	for _, s := range tr.Due(t0.Add(5*time.Minute+time.Second), []Slot{b, c}, none) {
+		got = append(got, s.Claim.Slot)
+	}
+	if !slices.Equal(got, []string{"i-1", "i-2"}) {
+		t.Errorf("after the grace: due %v, want i-1 and i-2", got)
+	}
+	if tr.Due(t0.Add(6*time.Minute), nil, none); len(tr.holder) != 0 || len(tr.ended) != 0 {
+		t.Errorf("slots no longer claimed are still kept: holders %v, ended %v", tr.holder, tr.ended)
 	}
 }

@@ -9,8 +9,14 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/cdiexec/cdi/bridge/cdispec"
 	"github.com/cdiexec/cdi/bridge/deviceplugin"
@@ -148,7 +154,7 @@ func (b *parts) serve(ctx context.Context) error {
 	stale := staleness(b.store)
 	m.StoreStale(func() time.Time { since, _ := stale(); return since })
 	n := newNode(o, b.store, b.cdiDir, m, log)
-	startReclaim(ctx, o, n, b.podResources, log)
+	startReclaim(ctx, o, n, b.podResources, b.api, log)
 	if o.metricsAddr != "" {
 		h := readiness{n: n, disc: disc, stale: stale, staleLimit: o.storeStaleLimit}
 		if b.front != nil {
@@ -273,13 +279,42 @@ func dialPodResources(ctx context.Context, o *options, log *slog.Logger) (reclai
 }
 
 // startReclaim runs slot reclaim against the kubelet's PodResources API
-// until ctx ends, unless it is off (podResources nil).
-func startReclaim(ctx context.Context, o *options, n *node.Node, podResources reclaim.Lister, log *slog.Logger) {
+// until ctx ends, unless it is off (podResources nil). With the API, a
+// pod that held slots and that the kubelet no longer lists is looked up
+// (a get of that pod), and its slots go at once if it has ended.
+func startReclaim(ctx context.Context, o *options, n *node.Node, podResources reclaim.Lister, api *kubeAccess, log *slog.Logger) {
 	if podResources == nil {
 		return
 	}
-	log.Info("slot reclaim", "socket", o.podResources, "grace", o.reclaimGrace, "period", o.reclaimEvery)
-	go n.Reclaimer(podResources, o.reclaimGrace).Run(ctx, o.reclaimEvery)
+	r := n.Reclaimer(podResources, o.reclaimGrace)
+	if api != nil {
+		r.PodEnded = podEnded(api.client)
+	}
+	log.Info("slot reclaim", "socket", o.podResources, "grace", o.reclaimGrace, "period", o.reclaimEvery,
+		"podsLookedUp", r.PodEnded != nil)
+	go r.Run(ctx, o.reclaimEvery)
+}
+
+// podEndedTimeout bounds the read of a pod that held slots: an API
+// server that does not answer leaves its slots to the grace.
+const podEndedTimeout = 5 * time.Second
+
+// podEnded asks the API server whether a pod (<namespace>/<name>) has
+// ended: it is gone, or done.
+func podEnded(client kubernetes.Interface) func(ctx context.Context, pod string) (bool, error) {
+	return func(ctx context.Context, key string) (bool, error) {
+		ns, name, _ := strings.Cut(key, "/")
+		ctx, cancel := context.WithTimeout(ctx, podEndedTimeout)
+		defer cancel()
+		pod, err := client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return true, nil
+		case err != nil:
+			return false, err
+		}
+		return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed, nil
+	}
 }
 
 // readiness is what /readyz and /healthz report on.

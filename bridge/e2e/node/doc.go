@@ -18,6 +18,13 @@
 //     ("The bridge" below), and pods that name their node: no scheduler,
 //     no controller-manager, the default ServiceAccount made by the test.
 //     It covers reclaim and restarts of the kubelet and the bridge.
+//   - TestFreedAtOnce runs the bridge as TestNode does, with a
+//     --reclaim-grace of 10 minutes, and deletes a pod that holds a
+//     terminal: the terminal is back in the pool's resource within
+//     seconds, its pod's end seen from PodResources and confirmed by the
+//     API server, not after the grace. TestFreedRecreatedPodKubeletRestart
+//     deletes a pod and runs one of the same name, which is given the
+//     freed terminal, then restarts the kubelet: the new pod keeps it.
 //   - TestDaemonSet installs the bridge as an operator does: the project's
 //     image (bridge/deploy/image, for this machine's architecture) imported
 //     into containerd, the shipped DaemonSet created, its pod made by

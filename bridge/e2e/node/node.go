@@ -47,15 +47,25 @@ type Node struct {
 // test's pods first, while the kubelet is there to stop them.
 func StartNode(t *testing.T, l Layout) *Node {
 	t.Helper()
+	return StartNodeWith(t, l, "cdi-state", nil)
+}
+
+// StartNodeWith is StartNode with the plugins' state in the layout's
+// directory state, and the bridge's flags extra set beyond
+// StartBridge's. A test whose --reclaim-grace is long wants a state of
+// its own: the allocations the tests before it left in a shared one are
+// kept for the grace (reclaim.Foreign), their devices not offered.
+func StartNodeWith(t *testing.T, l Layout, state string, extra map[string]string) *Node {
+	t.Helper()
 	n := &Node{Layout: l, ConfDir: l.Path("cdi-conf"), PluginDir: l.Bin,
 		Offered: map[string]int{"tty": ttysOffered, "camera": len(cameras)}}
 	timed(t, "etcd and kube-apiserver", func() { n.Cluster = StartCluster(t, l, Name) })
 	n.startKubelet(t)
 	var err error
-	if n.DropIns, err = WriteDropIns(n.ConfDir, l.Path("cdi-state")); err != nil {
+	if n.DropIns, err = WriteDropIns(n.ConfDir, l.Path(state)); err != nil {
 		t.Fatal(err)
 	}
-	timed(t, "cdi-bridge (to ready)", func() { n.Bridge = StartBridge(t, l, n.Cluster, Name, n.ConfDir, nil) })
+	timed(t, "cdi-bridge (to ready)", func() { n.Bridge = StartBridge(t, l, n.Cluster, Name, n.ConfDir, extra) })
 	timed(t, "the bridge's resources in the Node's allocatable", func() { n.waitResources(t) })
 	return n
 }
