@@ -8,10 +8,8 @@ import (
 	"testing"
 	"time"
 
-	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -201,40 +199,7 @@ func TestAdversary2UnlabelledServiceIsPutBackUnderShippedRBAC(t *testing.T) {
 // passes only because its controller is the cluster's admin.
 func TestAdversary2RefusedPatchIsBackedOffUnderShippedRBAC(t *testing.T) {
 	h := startHarnessAsBridge(t)
-	policy := &admissionv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "no-gone-since-" + h.Namespace},
-		Spec: admissionv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: ptr.To(admissionv1.Fail),
-			MatchConstraints: &admissionv1.MatchResources{
-				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: h.Namespace}},
-				ResourceRules: []admissionv1.NamedRuleWithOperations{{RuleWithOperations: admissionv1.RuleWithOperations{
-					Operations: []admissionv1.OperationType{admissionv1.Update},
-					Rule:       admissionv1.Rule{APIGroups: []string{"batch"}, APIVersions: []string{"v1"}, Resources: []string{"jobs"}},
-				}}}},
-			Validations: []admissionv1.Validation{{
-				Expression: "!has(object.metadata.annotations) || !('" + AnnotationGoneSince + "' in object.metadata.annotations)",
-				Message:    "site policy: no device-gone-since annotations"}},
-		}}
-	if _, err := h.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(t.Context(), policy, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	binding := &admissionv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: policy.Name},
-		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: policy.Name,
-			ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny}}}
-	if _, err := h.Client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(t.Context(), binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	h.store.set("policed-cam", clusterNode)
-	h.run(t, nil, nil)
-	h.create(t, jobsBroker("policed", 60))
-	if !within(t, 30*time.Second, "the device's Job", func() bool { return len(h.jobs(t, "policed")) == 1 }) {
-		return
-	}
-	j := h.jobs(t, "policed")["policed-cam"]
-	probe, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{AnnotationGoneSince: "x"}}})
-	if !within(t, 30*time.Second, "the policy refuses the annotation", func() bool {
-		_, err := h.Client.BatchV1().Jobs(h.Namespace).Patch(t.Context(), j.Name, types.MergePatchType, probe, metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
-		return apierrors.IsInvalid(err)
-	}) {
+	if !h.policedJob(t, 60) {
 		return
 	}
 	h.writes.take()

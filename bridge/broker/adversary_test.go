@@ -206,44 +206,7 @@ func TestAdversaryUnlabelledDeploymentIsPutBack(t *testing.T) {
 // backoff and reported.
 func TestAdversaryPatchRefusedByPolicyIsBackedOffAndTold(t *testing.T) {
 	h := startHarness(t)
-	policy := &admissionv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "no-gone-since-" + h.Namespace},
-		Spec: admissionv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: ptr.To(admissionv1.Fail),
-			MatchConstraints: &admissionv1.MatchResources{
-				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: h.Namespace}},
-				ResourceRules: []admissionv1.NamedRuleWithOperations{{RuleWithOperations: admissionv1.RuleWithOperations{
-					Operations: []admissionv1.OperationType{admissionv1.Update},
-					Rule:       admissionv1.Rule{APIGroups: []string{"batch"}, APIVersions: []string{"v1"}, Resources: []string{"jobs"}},
-				}}}},
-			Validations: []admissionv1.Validation{{
-				Expression: "!has(object.metadata.annotations) || !('" + AnnotationGoneSince + "' in object.metadata.annotations)",
-				Message:    "site policy: no device-gone-since annotations"}},
-		}}
-	if _, err := h.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(t.Context(), policy, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	binding := &admissionv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: policy.Name},
-		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: policy.Name,
-			ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny}}}
-	if _, err := h.Client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(t.Context(), binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	h.store.set("policed-cam", clusterNode)
-	h.run(t, nil, nil)
-	h.create(t, jobsBroker("policed", 3))
-	if !within(t, 30*time.Second, "the device's Job", func() bool { return len(h.jobs(t, "policed")) == 1 }) {
-		return
-	}
-	j := h.jobs(t, "policed")["policed-cam"]
-	// The policy in force: a patch of the annotation is refused.
-	probe, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{AnnotationGoneSince: "x"}}})
-	if !within(t, 30*time.Second, "the policy refuses the annotation", func() bool {
-		_, err := h.Client.BatchV1().Jobs(h.Namespace).Patch(t.Context(), j.Name, types.MergePatchType, probe, metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
-		if err != nil {
-			t.Logf("refused: %v (Invalid %v)", err, apierrors.IsInvalid(err))
-		}
-		return err != nil
-	}) {
+	if !h.policedJob(t, 3) {
 		return
 	}
 	h.writes.take()
@@ -397,4 +360,49 @@ func TestReleaseOfUnfinishedJobStandsOnItsVersion(t *testing.T) {
 	} else if !apierrors.IsInvalid(err) {
 		t.Errorf("the patch failed with %v, want Invalid (a test that failed)", err)
 	}
+}
+
+// policedJob puts in force a ValidatingAdmissionPolicy of the
+// namespace's that refuses AnnotationGoneSince on Jobs, as a site's
+// policy might, runs the controller with Broker "policed" of grace
+// seconds over device policed-cam, and waits for the device's Job and
+// for the policy to refuse the annotation on it; false if either wait
+// failed (the test has failed then).
+func (h *harness) policedJob(t *testing.T, grace int64) bool {
+	t.Helper()
+	policy := &admissionv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: "no-gone-since-" + h.Namespace},
+		Spec: admissionv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionv1.Fail),
+			MatchConstraints: &admissionv1.MatchResources{
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: h.Namespace}},
+				ResourceRules: []admissionv1.NamedRuleWithOperations{{RuleWithOperations: admissionv1.RuleWithOperations{
+					Operations: []admissionv1.OperationType{admissionv1.Update},
+					Rule:       admissionv1.Rule{APIGroups: []string{"batch"}, APIVersions: []string{"v1"}, Resources: []string{"jobs"}},
+				}}}},
+			Validations: []admissionv1.Validation{{
+				Expression: "!has(object.metadata.annotations) || !('" + AnnotationGoneSince + "' in object.metadata.annotations)",
+				Message:    "site policy: no device-gone-since annotations"}},
+		}}
+	if _, err := h.Client.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(t.Context(), policy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &admissionv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: policy.Name},
+		Spec: admissionv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: policy.Name,
+			ValidationActions: []admissionv1.ValidationAction{admissionv1.Deny}}}
+	if _, err := h.Client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(t.Context(), binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.store.set("policed-cam", clusterNode)
+	h.run(t, nil, nil)
+	h.create(t, jobsBroker("policed", grace))
+	if !within(t, 30*time.Second, "the device's Job", func() bool { return len(h.jobs(t, "policed")) == 1 }) {
+		return false
+	}
+	j := h.jobs(t, "policed")["policed-cam"]
+	probe, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{AnnotationGoneSince: "x"}}})
+	return within(t, 30*time.Second, "the policy refuses the annotation", func() bool {
+		_, err := h.Client.BatchV1().Jobs(h.Namespace).Patch(t.Context(), j.Name, types.MergePatchType, probe,
+			metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+		return apierrors.IsInvalid(err)
+	})
 }
