@@ -13,15 +13,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	"github.com/cdiexec/cdi/bridge/instance/kube"
 	"github.com/cdiexec/cdi/bridge/internal/testing/apitest"
-	"github.com/cdiexec/cdi/bridge/internal/testing/schedtest"
 )
 
 // Adversarial tests, second round, against the real API server of
@@ -42,32 +38,14 @@ const bridgeUser = "bridge"
 // list and watch): no more.
 func startHarnessAsBridge(t *testing.T) *harness {
 	t.Helper()
-	var env *apitest.Env
-	c := schedtest.StartWith(t, func() *apitest.Env {
-		env = apitest.Start(t, apitest.Options{Users: []apitest.User{{Name: bridgeUser}}})
-		crd, err := apitest.RepoFile(brokerCRD)
-		if err == nil {
-			err = apitest.InstallCRD(t.Context(), env.Config, crd)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return env
-	}, schedtest.WorkloadControllers+","+schedtest.ClaimControllers+","+schedtest.TTLAfterFinishedController)
-	h := &harness{Cluster: c, store: newFakeStore(), writes: &writeCounter{counts: map[string]int{}}}
-	var err error
-	if h.dyn, err = dynamic.NewForConfig(c.Env.Config); err != nil {
-		t.Fatal(err)
-	}
+	h, env := startHarnessWith(t, apitest.Options{Users: []apitest.User{{Name: bridgeUser}}})
+	c := h.Cluster
 	bindShippedRBAC(t, c.Client, c.Namespace)
 	user, err := env.ConfigFor(bridgeUser)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.cfg = rest.CopyConfig(user)
-	h.cfg.QPS, h.cfg.Burst = kube.ClientQPS, kube.ClientBurst
-	h.cfg.Wrap(h.writes.wrap)
-	c.CreateNode(t, clusterNode, map[string]string{corev1.LabelHostname: clusterNode})
+	h.clientConfig(user)
 	// RBAC in force: the user may list Jobs of the namespace.
 	uc, err := kubernetes.NewForConfig(user)
 	if err != nil {
@@ -204,14 +182,7 @@ func TestAdversary2RefusedPatchIsBackedOffUnderShippedRBAC(t *testing.T) {
 	}
 	h.writes.take()
 	h.store.set("policed-cam")
-	var told string
-	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
-		if c := condition(h.broker(t, "policed"), ConditionCreated); c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "site policy") {
-			told = c.Message
-		}
-	}
-	patches := h.writes.take()["PATCH jobs"]
-	t.Logf("in 20 s: %d PATCHes of the Job; Created False said %q", patches, told)
+	patches, told := h.watchRefusals(t)
 	if patches > 6 {
 		t.Errorf("%d PATCHes of the Job in 20 s, each refused by the same policy; want a growing backoff (at most 6)", patches)
 	}

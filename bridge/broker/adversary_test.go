@@ -213,14 +213,7 @@ func TestAdversaryPatchRefusedByPolicyIsBackedOffAndTold(t *testing.T) {
 	h.store.set("policed-cam")
 	// Created says why while the patch is refused: until the grace's
 	// end, when the Job goes and nothing is wanted.
-	var told string
-	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
-		if c := condition(h.broker(t, "policed"), ConditionCreated); c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "site policy") {
-			told = c.Message
-		}
-	}
-	patches := h.writes.take()["PATCH jobs"]
-	t.Logf("in 20 s: %d PATCHes of the Job; Created False said %q", patches, told)
+	patches, told := h.watchRefusals(t)
 	// With the queue's backoff (1, 2, 4, 8 s) that is at most 5 or so.
 	if patches > 6 {
 		t.Errorf("%d PATCHes of the Job in 20 s, each refused by the same policy; want a growing backoff (at most 6)", patches)
@@ -405,4 +398,19 @@ func (h *harness) policedJob(t *testing.T, grace int64) bool {
 			metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
 		return apierrors.IsInvalid(err)
 	})
+}
+
+// watchRefusals watches Broker "policed" for 20 s after its device went,
+// and returns the PATCHes of Jobs its controller made meanwhile and the
+// message of a Created False naming the site policy ("" for none).
+func (h *harness) watchRefusals(t *testing.T) (patches int, told string) {
+	t.Helper()
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		if c := condition(h.broker(t, "policed"), ConditionCreated); c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "site policy") {
+			told = c.Message
+		}
+	}
+	patches = h.writes.take()["PATCH jobs"]
+	t.Logf("in 20 s: %d PATCHes of the Job; Created False said %q", patches, told)
+	return patches, told
 }

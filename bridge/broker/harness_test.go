@@ -137,8 +137,18 @@ const clusterNode = "n1"
 
 func startHarness(t *testing.T) *harness {
 	t.Helper()
+	h, _ := startHarnessWith(t, apitest.Options{})
+	return h
+}
+
+// startHarnessWith is startHarness with the API server's options (its
+// users), and returns its Env too. The controller's clients are the
+// admin's until the caller sets h.cfg another way (clientConfig).
+func startHarnessWith(t *testing.T, opts apitest.Options) (*harness, *apitest.Env) {
+	t.Helper()
+	var env *apitest.Env
 	c := schedtest.StartWith(t, func() *apitest.Env {
-		env := apitest.Start(t, apitest.Options{})
+		env = apitest.Start(t, opts)
 		crd, err := apitest.RepoFile(brokerCRD)
 		if err == nil {
 			err = apitest.InstallCRD(t.Context(), env.Config, crd)
@@ -153,11 +163,17 @@ func startHarness(t *testing.T) *harness {
 	if h.dyn, err = dynamic.NewForConfig(c.Env.Config); err != nil {
 		t.Fatal(err)
 	}
-	h.cfg = rest.CopyConfig(c.Env.Config)
+	h.clientConfig(c.Env.Config)
+	c.CreateNode(t, clusterNode, map[string]string{corev1.LabelHostname: clusterNode})
+	return h, env
+}
+
+// clientConfig makes the controller's clients cfg's, at the bridge's
+// rate limit, their writes counted.
+func (h *harness) clientConfig(cfg *rest.Config) {
+	h.cfg = rest.CopyConfig(cfg)
 	h.cfg.QPS, h.cfg.Burst = kube.ClientQPS, kube.ClientBurst
 	h.cfg.Wrap(h.writes.wrap)
-	c.CreateNode(t, clusterNode, map[string]string{corev1.LabelHostname: clusterNode})
-	return h
 }
 
 // offer gives the Node count of each resource, as the kubelet reports
