@@ -14,7 +14,10 @@ import (
 // the API server would default it; what is written is the wanted object
 // as it is. Defaults are the API's own, never the live object's values,
 // which a user may have edited: only what the API server allocates (a
-// nodePort) is taken from the live object.
+// nodePort) is taken from the live object. The API's own defaulting
+// functions live in k8s.io/kubernetes, which is not meant to be imported
+// (its module replaces every staging module); the few integers below are
+// what its Service and pod defaults fill in.
 
 // defaultedService is want as the API server would default it, beside
 // have: a port's targetPort is its port; its nodePort, and the Service's
